@@ -1,0 +1,35 @@
+"""mssr_hf: memory-aware adaptive replay (MSSR) for continual LLM fine-tuning on the Hugging Face stack."""
+
+from .memory import SampleMemory
+from .scheduler import (
+    STRATEGY_NAMES,
+    AccuracyTriggeredReplay,
+    IntervalReplay,
+    LossTriggeredReplay,
+    NoReplay,
+    ReplaySignals,
+    ReplayStrategy,
+    ThresholdReplay,
+    build_strategy,
+    interval_steps,
+    replay_ratio,
+    replay_times,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "STRATEGY_NAMES",
+    "AccuracyTriggeredReplay",
+    "IntervalReplay",
+    "LossTriggeredReplay",
+    "NoReplay",
+    "ReplaySignals",
+    "ReplayStrategy",
+    "SampleMemory",
+    "ThresholdReplay",
+    "build_strategy",
+    "interval_steps",
+    "replay_ratio",
+    "replay_times",
+]

@@ -1,0 +1,531 @@
+"""Sample-level memory: per-sample retention ``m``, stability ``S``, EMA loss and hazard (paper Sec. 3.1, App. A).
+
+Every equation is a small pure function of tensors; :class:`SampleMemory` holds the per-sample state and calls
+them. Equations are cited by their ``\\label{}`` in ``paper/mssr-paper.tex``.
+
+Time is the global optimizer step. Retention is stored lazily (App. A, "Lazy update"): each sample keeps an
+anchor ``(anchor_step, log m_anchor)`` and its current hazard ``h``; ``m(t) = exp(log m_anchor - h (t - anchor))``.
+Everything is kept in log space, so no output overflows or underflows however long a sample goes unreviewed.
+
+This module imports torch only: tensors in, tensors out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+PHI_CHOICES = ("sigmoid", "identity", "power", "log")
+
+# Hyperparameters recorded in ``state_dict`` and checked on load.
+_HPARAM_NAMES = (
+    "alpha", "gamma_d", "phi", "phi_k", "phi_c", "phi_p", "phi_kappa", "ema_beta", "quantiles", "eta_s", "beta_s",
+    "rho", "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "weighting", "beta_m",
+)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pure functions, one per equation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def ema_loss_update(ema: torch.Tensor, loss: torch.Tensor, seen: torch.Tensor, beta: float) -> torch.Tensor:
+    r"""EMA-denoised loss, ``eq:ema_app``:
+    $\tilde\ell_{i,t} = \beta_{ema}\tilde\ell_{i,t-1} + (1-\beta_{ema})\ell_{i,t}$.
+
+    The first observation of a sample has no previous value: it sets $\tilde\ell = \ell$.
+
+    Args:
+        ema (`torch.Tensor`): $\tilde\ell_{i,t-1}$, shape ``(n,)``.
+        loss (`torch.Tensor`): raw per-sample loss $\ell_{i,t}$, shape ``(n,)``.
+        seen (`torch.Tensor`): bool, whether the sample has been observed before, shape ``(n,)``.
+        beta (`float`): $\beta_{ema}$ in (0, 1).
+
+    Returns:
+        `torch.Tensor`: $\tilde\ell_{i,t}$, shape ``(n,)``.
+    """
+    return torch.where(seen, beta * ema + (1.0 - beta) * loss, loss)
+
+
+def loss_quantiles(values: torch.Tensor, q_low: float, q_high: float) -> tuple[float, float]:
+    r"""The quantiles $Q_{q_l}, Q_{q_u}$ of ``eq:quantile_app``, with linear interpolation (as ``torch.quantile``).
+
+    Uses two order-statistic selections per quantile instead of a full sort, so it is O(n) and has no size limit.
+
+    Args:
+        values (`torch.Tensor`): EMA losses of the seen samples, shape ``(n,)``, n >= 1.
+        q_low (`float`), q_high (`float`): quantile levels $q_l \le q_u$ in [0, 1].
+    """
+    n = values.numel()
+
+    def quantile(q: float) -> float:
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        v_lo = torch.kthvalue(values, lo + 1).values.item()
+        if hi == lo or pos == lo:
+            return v_lo
+        v_hi = torch.kthvalue(values, hi + 1).values.item()
+        return v_lo + (pos - lo) * (v_hi - v_lo)
+
+    return quantile(q_low), quantile(q_high)
+
+
+def normalized_loss(ema: torch.Tensor, q_low: float, q_high: float) -> torch.Tensor:
+    r"""Robust quantile normalisation, ``eq:quantile_app``:
+    $\hat\ell = \mathrm{clip}((\tilde\ell - Q_{q_l}) / \max(Q_{q_u} - Q_{q_l}, 10^{-8}), 0, 1)$.
+
+    Args:
+        ema (`torch.Tensor`): $\tilde\ell$, shape ``(n,)``.
+        q_low (`float`), q_high (`float`): $Q_{q_l}$ and $Q_{q_u}$.
+
+    Returns:
+        `torch.Tensor`: $\hat\ell \in [0, 1]$, shape ``(n,)``.
+    """
+    return ((ema - q_low) / max(q_high - q_low, 1e-8)).clamp(0.0, 1.0)
+
+
+def difficulty(x: torch.Tensor, phi: str, k: float = 10.0, c: float = 0.5, p: float = 2.0, kappa: float = 10.0):
+    r"""The monotone mapping $\phi: [0,1] \to [0,1]$ of App. A ("Choices of the monotone mapping").
+
+    - ``sigmoid`` (``eq:sigmoid_phi``): $1 / (1 + e^{-k(x-c)})$
+    - ``identity``: $x$
+    - ``power``: $x^p$
+    - ``log``: $\log(1 + \kappa x) / \log(1 + \kappa)$
+    """
+    if phi == "sigmoid":
+        return torch.sigmoid(k * (x - c))
+    if phi == "identity":
+        return x
+    if phi == "power":
+        return x.pow(p)
+    if phi == "log":
+        return torch.log1p(kappa * x) / math.log1p(kappa)
+    raise ValueError(f"phi must be one of {PHI_CHOICES}, got {phi!r}")
+
+
+def hazard(phi_value: torch.Tensor, stability: torch.Tensor, alpha: float, gamma_d: float) -> torch.Tensor:
+    r"""Per-step hazard, ``eq:retention_update`` / ``eq:epoch_update``: $h = (\alpha + \gamma_d \phi(\hat\ell)) / S$.
+
+    Args:
+        phi_value (`torch.Tensor`): $\phi(\hat\ell)$, shape ``(n,)``.
+        stability (`torch.Tensor`): $S$, shape ``(n,)``, positive.
+        alpha (`float`): baseline decay $\alpha$. gamma_d (`float`): loss sensitivity $\gamma_d$.
+    """
+    return (alpha + gamma_d * phi_value) / stability
+
+
+def decayed_log_strength(log_m_anchor: torch.Tensor, hazard: torch.Tensor, elapsed: torch.Tensor) -> torch.Tensor:
+    r"""Retention after ``elapsed`` steps at a constant hazard, in log space (``eq:epoch_update``, App. A lazy update):
+    $\log m_t = \log m_{anchor} - h\,(t - t_{anchor})$.
+
+    This is the closed form between reviews (Lemma A.1, ``eq:closed_form_app``) for a piecewise-constant hazard.
+    """
+    return log_m_anchor - hazard * elapsed
+
+
+def consolidated_stability(
+    stability: torch.Tensor,
+    strength: torch.Tensor,
+    elapsed: torch.Tensor,
+    *,
+    eta_s: float,
+    s_max: float,
+    beta_s: float,
+    rho: float,
+    gamma_s: float,
+    s_min: float,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor:
+    r"""Stability after a review, ``eq:reset_spacing``, clipped to $[S_{min}, S_{max}]$ (App. A, generalized
+    consolidation):
+
+    $$S^+ = \mathrm{clip}\big(S + \eta_s (S_{max} - S)^{\beta_s} e^{-\rho \Delta t} (1 - m)^{\gamma_s} + \epsilon,
+    S_{min}, S_{max}\big)$$
+
+    Args:
+        stability (`torch.Tensor`): $S$ before the review, shape ``(n,)``.
+        strength (`torch.Tensor`): $m$ just before the review, shape ``(n,)``.
+        elapsed (`torch.Tensor`): $\Delta t = t - t^\star$ since the last review, shape ``(n,)``.
+        noise (`torch.Tensor`, *optional*): $\epsilon \sim N(0, \sigma_s^2)$, shape ``(n,)``.
+    """
+    gain = eta_s * (s_max - stability).clamp_min(0.0).pow(beta_s) * torch.exp(-rho * elapsed)
+    gain = gain * (1.0 - strength).clamp_min(0.0).pow(gamma_s)
+    new = stability + gain
+    if noise is not None:
+        new = new + noise
+    return new.clamp(s_min, s_max)
+
+
+def power_log_weights(log_m: torch.Tensor, zeta: float) -> torch.Tensor:
+    r"""Unnormalised log replay weights of ``eq:prob_weight``: $\log m^{-\zeta} = -\zeta \log m$."""
+    return -zeta * log_m
+
+
+def gain_log_weights(log_m: torch.Tensor, elapsed: torch.Tensor, beta_m: float, rho: float) -> torch.Tensor:
+    r"""Unnormalised log replay weights of the scheduler-side form (Sec. 3.3, "Replay Scheduler"):
+    $\log\big[(1 - m)^{\beta_m} e^{\rho \Delta t}\big] = \beta_m \log(1 - m) + \rho \Delta t$.
+
+    $\log(1-m)$ is computed as ``log(-expm1(log m))``; a sample reviewed this step ($m = 1$) gets weight 0.
+    """
+    return beta_m * torch.log(-torch.expm1(log_m)) + rho * elapsed
+
+
+def normalize_log_weights(log_w: torch.Tensor) -> torch.Tensor:
+    r"""$p_i = w_i / \sum_j w_j$ from log-weights (``eq:prob_weight``), via softmax: finite for any input.
+
+    If every weight is zero ($\log w = -\infty$) the distribution is uniform.
+    """
+    if log_w.numel() == 0:
+        return log_w.clone()
+    if not torch.isfinite(log_w).any():
+        return torch.full_like(log_w, 1.0 / log_w.numel())
+    return torch.softmax(log_w, dim=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Stateful memory
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class SampleMemory:
+    r"""Per-sample memory state of MSSR (paper Sec. 3.1 and App. A), for samples with ids ``0..N-1``.
+
+    Every training exposure of a sample (its own stage or a replay) is an :meth:`observe` then a :meth:`review` at
+    that step; :meth:`update_hazard` is the epoch-level update (``eq:epoch_update``), called every buffer refresh
+    and at stage boundaries. Defaults are the paper's (Table ``tab:memory_hparams``, $\zeta$ from
+    ``tab:replay_hparams``).
+
+    Args:
+        num_samples (`int`): initial bank size N (ids ``0..N-1``); :meth:`extend` adds more.
+        alpha (`float`, *optional*, defaults to `0.01`): baseline decay $\alpha$.
+        gamma_d (`float`, *optional*, defaults to `0.2`): loss sensitivity $\gamma_d$.
+        phi (`str`, *optional*, defaults to `"sigmoid"`): the mapping $\phi$: `sigmoid`, `identity`, `power`, `log`.
+        phi_k (`float`, *optional*, defaults to `10.0`), phi_c (`float`, *optional*, defaults to `0.5`): sigmoid
+            slope $k$ and centre $c$.
+        phi_p (`float`, *optional*, defaults to `2.0`): exponent $p$ of `power`.
+        phi_kappa (`float`, *optional*, defaults to `10.0`): $\kappa$ of `log`.
+        ema_beta (`float`, *optional*, defaults to `0.95`): $\beta_{ema}$ in (0, 1).
+        quantiles (`tuple[float, float]`, *optional*, defaults to `(0.05, 0.95)`): $(q_l, q_u)$.
+        eta_s (`float`, *optional*, defaults to `0.05`): consolidation step $\eta_s$.
+        beta_s (`float`, *optional*, defaults to `0.5`): saturation exponent $\beta_s$.
+        rho (`float`, *optional*, defaults to `0.01`): spacing sensitivity $\rho$.
+        gamma_s (`float`, *optional*, defaults to `1.0`): error-driven reinforcement $\gamma_s$.
+        s_min (`float`, *optional*, defaults to `1.0`), s_max (`float`, *optional*, defaults to `10.0`): stability
+            clipping range.
+        s_init (`float`, *optional*, defaults to `1.0`): initial stability $S_{i,0}$.
+        sigma_s (`float`, *optional*, defaults to `0.0`): std of the consolidation noise $\epsilon$.
+        zeta (`float`, *optional*, defaults to `1.0`): prioritisation strength $\zeta$ of ``eq:prob_weight``.
+        weighting (`str`, *optional*, defaults to `"power"`): `power` ($m^{-\zeta}$) or `gain`
+            ($(1-m)^{\beta_m} e^{\rho\Delta t}$).
+        beta_m (`float`, *optional*, defaults to `1.0`): exponent $\beta_m$ of the `gain` weighting.
+        seed (`int`, *optional*, defaults to `0`): seed of the generator behind $\epsilon$.
+    """
+
+    def __init__(
+        self,
+        num_samples: int = 0,
+        *,
+        alpha: float = 0.01,
+        gamma_d: float = 0.2,
+        phi: str = "sigmoid",
+        phi_k: float = 10.0,
+        phi_c: float = 0.5,
+        phi_p: float = 2.0,
+        phi_kappa: float = 10.0,
+        ema_beta: float = 0.95,
+        quantiles: Sequence[float] = (0.05, 0.95),
+        eta_s: float = 0.05,
+        beta_s: float = 0.5,
+        rho: float = 0.01,
+        gamma_s: float = 1.0,
+        s_min: float = 1.0,
+        s_max: float = 10.0,
+        s_init: float = 1.0,
+        sigma_s: float = 0.0,
+        zeta: float = 1.0,
+        weighting: str = "power",
+        beta_m: float = 1.0,
+        seed: int = 0,
+    ):
+        self.alpha, self.gamma_d = float(alpha), float(gamma_d)
+        self.phi, self.phi_k, self.phi_c, self.phi_p, self.phi_kappa = (
+            phi,
+            float(phi_k),
+            float(phi_c),
+            float(phi_p),
+            float(phi_kappa),
+        )
+        self.ema_beta = float(ema_beta)
+        self.quantiles = tuple(float(q) for q in quantiles)
+        self.eta_s, self.beta_s, self.rho, self.gamma_s = float(eta_s), float(beta_s), float(rho), float(gamma_s)
+        self.s_min, self.s_max, self.s_init, self.sigma_s = float(s_min), float(s_max), float(s_init), float(sigma_s)
+        self.zeta, self.weighting, self.beta_m = float(zeta), weighting, float(beta_m)
+        self.seed = int(seed)
+        self._check_hparams()
+
+        self.generator = torch.Generator().manual_seed(self.seed)
+        self.clock = 0  # the latest step any update has been made at; time never runs backwards
+        self.skipped_losses = 0  # non-finite losses passed to observe and not written
+        self.loss_range: tuple[float, float] | None = None  # (Q_l, Q_u) of the latest update_hazard
+        self.ema_loss = torch.zeros(0, dtype=torch.float64)
+        self.seen = torch.zeros(0, dtype=torch.bool)
+        self.stability = torch.zeros(0, dtype=torch.float64)
+        self.hazard = torch.zeros(0, dtype=torch.float64)
+        self.anchor_step = torch.zeros(0, dtype=torch.int64)
+        self.log_m_anchor = torch.zeros(0, dtype=torch.float64)
+        self.last_review = torch.zeros(0, dtype=torch.int64)
+        if num_samples < 0:
+            raise ValueError(f"num_samples must be >= 0, got {num_samples}")
+        if num_samples:
+            self.extend(num_samples, step=0)
+
+    # ------------------------------------------------------------------ validation
+
+    def _check_hparams(self) -> None:
+        def need(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"SampleMemory: {name}={getattr(self, name)!r} is invalid: {rule}.")
+
+        need(self.phi in PHI_CHOICES, "phi", f"choose one of {PHI_CHOICES}")
+        need(self.weighting in ("power", "gain"), "weighting", "choose 'power' (m^-zeta) or 'gain'")
+        need(math.isfinite(self.alpha) and self.alpha >= 0, "alpha", "must be >= 0")
+        need(math.isfinite(self.gamma_d) and self.gamma_d >= 0, "gamma_d", "must be >= 0")
+        need(self.phi_k > 0, "phi_k", "the sigmoid slope must be > 0")
+        need(self.phi_p > 0, "phi_p", "the power exponent must be > 0")
+        need(self.phi_kappa > 0, "phi_kappa", "kappa of the log mapping must be > 0")
+        need(0.0 < self.ema_beta < 1.0, "ema_beta", "must lie in (0, 1)")
+        need(
+            len(self.quantiles) == 2 and 0.0 <= self.quantiles[0] < self.quantiles[1] <= 1.0,
+            "quantiles", "need (q_l, q_u) with 0 <= q_l < q_u <= 1",
+        )  # fmt: skip
+        need(self.eta_s >= 0, "eta_s", "must be >= 0")
+        need(0.0 < self.beta_s <= 1.0, "beta_s", "must lie in (0, 1]")
+        need(self.rho >= 0, "rho", "must be >= 0")
+        need(self.gamma_s >= 0, "gamma_s", "must be >= 0")
+        need(self.s_min > 0, "s_min", "must be > 0")
+        need(self.s_min <= self.s_max, "s_min", f"must be <= s_max={self.s_max}")
+        need(
+            self.s_min <= self.s_init <= self.s_max,
+            "s_init",
+            f"must lie in [s_min, s_max]=[{self.s_min}, {self.s_max}]",
+        )
+        need(self.sigma_s >= 0, "sigma_s", "must be >= 0")
+        need(math.isfinite(self.zeta) and self.zeta >= 0, "zeta", "must be >= 0")
+        need(self.beta_m >= 0, "beta_m", "must be >= 0")
+
+    def _ids(self, ids: Any, name: str = "ids") -> torch.Tensor:
+        ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= len(self)):
+            bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+            raise ValueError(f"{name} must lie in [0, {len(self)}) (the memory tracks {len(self)} samples), got {bad}")
+        return ids
+
+    def _step(self, step: int, *, at_least_clock: bool = True) -> int:
+        if isinstance(step, torch.Tensor):
+            step = int(step.item())
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise ValueError(f"step must be an int, got {type(step).__name__}")
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        if at_least_clock and step < self.clock:
+            raise ValueError(
+                f"step={step} is earlier than the memory's latest update (step {self.clock}); time cannot go back"
+            )
+        return step
+
+    # ------------------------------------------------------------------ state transitions
+
+    def __len__(self) -> int:
+        return self.stability.numel()
+
+    def extend(self, n: int, step: int) -> torch.Tensor:
+        """Add ``n`` new samples (ids ``len..len+n-1``): $S = S_{init}$, $h = \\alpha / S_{init}$, $\\log m = 0$,
+        anchor = last review = ``step``. Returns the new ids."""
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {n!r}")
+        step = self._step(step)
+        start = len(self)
+        f64 = dict(dtype=torch.float64)
+        self.ema_loss = torch.cat([self.ema_loss, torch.zeros(n, **f64)])
+        self.seen = torch.cat([self.seen, torch.zeros(n, dtype=torch.bool)])
+        self.stability = torch.cat([self.stability, torch.full((n,), self.s_init, **f64)])
+        self.hazard = torch.cat([self.hazard, torch.full((n,), self.alpha / self.s_init, **f64)])
+        self.anchor_step = torch.cat([self.anchor_step, torch.full((n,), step, dtype=torch.int64)])
+        self.log_m_anchor = torch.cat([self.log_m_anchor, torch.zeros(n, **f64)])
+        self.last_review = torch.cat([self.last_review, torch.full((n,), step, dtype=torch.int64)])
+        self.clock = step
+        return torch.arange(start, start + n)
+
+    def observe(self, ids: Any, losses: Any, step: int) -> int:
+        """Fold per-sample losses into the EMA (``eq:ema_app``). Non-finite losses are skipped and counted in
+        :attr:`skipped_losses`, never written. An id given more than once in one call is one observation of the
+        mean of its finite losses. Returns how many losses were skipped."""
+        ids = self._ids(ids)
+        losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
+        if losses.numel() != ids.numel():
+            raise ValueError(
+                f"ids and losses must have the same length, got {ids.numel()} ids and {losses.numel()} losses"
+            )
+        step = self._step(step)
+        finite = torch.isfinite(losses)
+        skipped = int((~finite).sum())
+        self.skipped_losses += skipped
+        ids, losses = ids[finite], losses[finite]
+        if ids.numel() == 0:
+            return skipped
+        uniq, inverse = torch.unique(ids, return_inverse=True)
+        total = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, losses)
+        count = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, torch.ones_like(losses))
+        mean = total / count
+        self.ema_loss[uniq] = ema_loss_update(self.ema_loss[uniq], mean, self.seen[uniq], self.ema_beta)
+        self.seen[uniq] = True
+        self.clock = step
+        return skipped
+
+    def normalized_loss(self, ids: torch.Tensor) -> torch.Tensor:
+        """$\\hat\\ell$ for ``ids`` with the quantiles of the latest :meth:`update_hazard`; 0.5 for never-seen samples
+        and before the first update."""
+        half = torch.full((ids.numel(),), 0.5, dtype=torch.float64)
+        if self.loss_range is None:
+            return half
+        return torch.where(self.seen[ids], normalized_loss(self.ema_loss[ids], *self.loss_range), half)
+
+    def _hazard_of(self, ids: torch.Tensor, stability: torch.Tensor) -> torch.Tensor:
+        phi = difficulty(self.normalized_loss(ids), self.phi, self.phi_k, self.phi_c, self.phi_p, self.phi_kappa)
+        return hazard(phi, stability, self.alpha, self.gamma_d)
+
+    def review(self, ids: Any, step: int) -> None:
+        """Consolidate ``ids`` at ``step`` (``eq:reset_spacing``): $S$ grows by the spacing rule, $m$ resets to 1,
+        the anchor and last review move to ``step``, and $h$ is recomputed from the new $S$. Ids are deduplicated."""
+        ids = torch.unique(self._ids(ids))
+        step = self._step(step)
+        if ids.numel() == 0:
+            return
+        log_m = decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - self.anchor_step[ids]).double())
+        strength = torch.exp(log_m)
+        elapsed = (step - self.last_review[ids]).double()
+        noise = None
+        if self.sigma_s > 0:
+            noise = torch.randn(ids.numel(), generator=self.generator, dtype=torch.float64) * self.sigma_s
+        new_s = consolidated_stability(
+            self.stability[ids], strength, elapsed, eta_s=self.eta_s, s_max=self.s_max, beta_s=self.beta_s,
+            rho=self.rho, gamma_s=self.gamma_s, s_min=self.s_min, noise=noise,
+        )  # fmt: skip
+        self.stability[ids] = new_s
+        self.log_m_anchor[ids] = 0.0
+        self.anchor_step[ids] = step
+        self.last_review[ids] = step
+        self.hazard[ids] = self._hazard_of(ids, new_s)
+        self.clock = step
+
+    def update_hazard(self, step: int) -> None:
+        """Epoch-level update at ``step`` for every sample (``eq:epoch_update``, right endpoint): recompute the
+        loss quantiles over seen samples (``eq:quantile_app``), then
+        $h_{new} = (\\alpha + \\gamma_d \\phi(\\hat\\ell)) / S$,
+        $\\log m \\leftarrow \\log m - h_{new} (t - t_{anchor})$, anchor $= t$, $h = h_{new}$."""
+        step = self._step(step)
+        if bool(self.seen.any()):
+            self.loss_range = loss_quantiles(self.ema_loss[self.seen], *self.quantiles)
+        all_ids = torch.arange(len(self))
+        h_new = self._hazard_of(all_ids, self.stability)
+        self.log_m_anchor = decayed_log_strength(self.log_m_anchor, h_new, (step - self.anchor_step).double())
+        self.anchor_step.fill_(step)
+        self.hazard = h_new
+        self.clock = step
+
+    # ------------------------------------------------------------------ queries
+
+    def log_strength(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """$\\log m$ of ``ids`` (all samples if ``None``) at ``step`` (the latest update step if ``None``)."""
+        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
+        step = self.clock if step is None else self._step(step)
+        return decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - self.anchor_step[ids]).double())
+
+    def strength(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """Memory strength $m \\in (0, 1]$ of ``ids`` at ``step``, lazily (App. A). Shape ``(n,)``, float64."""
+        return torch.exp(self.log_strength(ids, step))
+
+    def replay_log_weights(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """Unnormalised log replay weights of ``ids`` at ``step``: ``eq:prob_weight`` ($-\\zeta\\log m$) or the
+        `gain` form. Shape ``(n,)``; use with Gumbel-top-k for sampling without replacement."""
+        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
+        step = self.clock if step is None else self._step(step)
+        log_m = self.log_strength(ids, step)
+        if self.weighting == "power":
+            return power_log_weights(log_m, self.zeta)
+        return gain_log_weights(log_m, (step - self.last_review[ids]).double(), self.beta_m, self.rho)
+
+    def replay_weights(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """Replay probabilities $p_i$ over ``ids`` at ``step`` (``eq:prob_weight``): non-negative, summing to 1,
+        finite for any elapsed time. Shape ``(n,)``, float64."""
+        return normalize_log_weights(self.replay_log_weights(ids, step))
+
+    def summary(self, ids: Any = None, step: int | None = None) -> dict[str, float]:
+        """Mean / min / 5% / 50% / 95% quantiles of strength and the mean stability, for logging."""
+        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
+        if ids.numel() == 0:
+            return {}
+        m = self.strength(ids, step)
+        q05, q95 = loss_quantiles(m, 0.05, 0.95)
+        q50 = loss_quantiles(m, 0.5, 0.5)[0]
+        return {
+            "strength_mean": float(m.mean()), "strength_min": float(m.min()), "strength_q05": q05,
+            "strength_q50": q50, "strength_q95": q95, "stability_mean": float(self.stability[ids].mean()),
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ state
+
+    def hparams(self) -> dict[str, Any]:
+        return {
+            name: (list(getattr(self, name)) if name == "quantiles" else getattr(self, name)) for name in _HPARAM_NAMES
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Tensors and primitives only (safe for safetensors + JSON); includes the generator state."""
+        return {
+            "ema_loss": self.ema_loss.clone(),
+            "seen": self.seen.clone(),
+            "stability": self.stability.clone(),
+            "hazard": self.hazard.clone(),
+            "anchor_step": self.anchor_step.clone(),
+            "log_m_anchor": self.log_m_anchor.clone(),
+            "last_review": self.last_review.clone(),
+            "rng_state": self.generator.get_state(),
+            "clock": self.clock,
+            "skipped_losses": self.skipped_losses,
+            "loss_range": None if self.loss_range is None else list(self.loss_range),
+            "seed": self.seed,
+            "hparams": self.hparams(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Restore a :meth:`state_dict`. With ``strict``, hyperparameters must match this object's."""
+        if strict:
+            for name, value in state["hparams"].items():
+                mine = self.hparams().get(name)
+                if mine != value:
+                    raise ValueError(
+                        f"SampleMemory.load_state_dict: hyperparameter {name}={value!r} in the saved state "
+                        f"differs from this memory's {name}={mine!r}; construct the memory with the saved value "
+                        "or pass strict=False"
+                    )
+        n = state["stability"].numel()
+        for key in ("ema_loss", "seen", "hazard", "anchor_step", "log_m_anchor", "last_review"):
+            if state[key].numel() != n:
+                raise ValueError(f"state[{key!r}] has {state[key].numel()} entries, expected {n}")
+        self.ema_loss = state["ema_loss"].to(torch.float64).clone()
+        self.seen = state["seen"].to(torch.bool).clone()
+        self.stability = state["stability"].to(torch.float64).clone()
+        self.hazard = state["hazard"].to(torch.float64).clone()
+        self.anchor_step = state["anchor_step"].to(torch.int64).clone()
+        self.log_m_anchor = state["log_m_anchor"].to(torch.float64).clone()
+        self.last_review = state["last_review"].to(torch.int64).clone()
+        self.generator.set_state(state["rng_state"].to(torch.uint8).clone())
+        self.clock = int(state["clock"])
+        self.skipped_losses = int(state["skipped_losses"])
+        self.loss_range = None if state["loss_range"] is None else tuple(float(v) for v in state["loss_range"])
+        self.seed = int(state["seed"])

@@ -1,0 +1,496 @@
+"""Dataset-level replay schedule: *when* to replay, *how much*, and *which* samples (paper Sec. 3.2, App. B).
+
+- :func:`interval_steps` and :func:`replay_times`: the replay steps of a stage (``eq:interval_expand`` and the
+  ablation patterns of Table ``tab:scheduler_variants``).
+- :func:`replay_ratio`: the decaying replay ratio (``eq:ratio_decay_appendix``).
+- :func:`uniform_choice` / :func:`weighted_choice`: selection without replacement, uniform or by memory weights
+  (Gumbel-top-k on log-weights, ``eq:prob_weight``), used both for the buffer refresh (bank -> buffer) and for the
+  replay part of a batch (buffer -> batch); :func:`draw_buffer` adds the staleness cap.
+- The strategies: small objects behind the :class:`ReplayStrategy` protocol; :func:`build_strategy` maps the names
+  ``none``, ``fixed``, ``loss``, ``accuracy``, ``mssr_sch``, ``mssr_spl``, ``mssr_full`` onto them.
+
+Steps: ``step`` is the 1-based global index of the optimizer step a batch is formed for; a stage that starts after
+``stage_start`` completed optimizer steps has relative steps ``r = step - stage_start`` in ``1..num_steps``.
+
+This module imports torch only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from .memory import SampleMemory
+
+INTERVAL_PATTERNS = ("expanding", "fixed", "geometric", "ebbinghaus", "threshold")
+STRATEGY_NAMES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
+
+# Review times of the classic spacing schedules (Table tab:scheduler_variants), in units of `interval_unit` steps.
+_GEOMETRIC_BASE = (1, 3, 7, 15)  # 2^k - 1
+_EBBINGHAUS_BASE = (1, 2, 4, 7, 15, 30)  # then doubling: 60, 120, ...
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# When and how much
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _round_half_up(x: float) -> int:
+    return math.floor(x + 0.5)
+
+
+def interval_steps(
+    first_interval: float = 100, eta_p: float = 0.5, rho_p: float = 0.05, horizon: int = 2000
+) -> list[int]:
+    r"""Replay steps of one stage, relative to the stage start, with expanding intervals (``eq:interval_expand``):
+
+    $$t_1 = \Delta_1 = \text{first\_interval}, \quad \Delta_{k+1} = \Delta_k (1 + \eta_p e^{-\rho_p k}),
+    \quad t_{k+1} = t_k + \Delta_{k+1}$$
+
+    Each $t_k$ is rounded half up; steps at or beyond ``horizon`` are dropped.
+
+    Args:
+        first_interval (`float`): $\Delta t_r^{(1)}$, > 0. eta_p (`float`): expansion gain $\eta_p \ge 0$.
+        rho_p (`float`): decay of the gain $\rho_p \ge 0$. horizon (`int`): the stage length in optimizer steps.
+    """
+    if not first_interval > 0:
+        raise ValueError(f"first_interval must be > 0, got {first_interval}")
+    if eta_p < 0 or rho_p < 0:
+        raise ValueError(f"eta_p and rho_p must be >= 0, got eta_p={eta_p}, rho_p={rho_p}")
+    times: list[int] = []
+    t = delta = float(first_interval)
+    k = 1
+    while _round_half_up(t) < horizon:
+        times.append(_round_half_up(t))
+        delta *= 1.0 + eta_p * math.exp(-rho_p * k)
+        t += delta
+        k += 1
+    return times
+
+
+def replay_ratio(step: int, lambda0: float = 0.3, lambda_min: float = 0.05, beta_r: float = 1e-5) -> float:
+    r"""Replay ratio at global optimizer ``step`` (``eq:ratio_decay_appendix``, bounded by $\lambda_0$):
+    $\lambda_t = \lambda_{min} + (\lambda_0 - \lambda_{min}) e^{-\beta_r t}$."""
+    return lambda_min + (lambda0 - lambda_min) * math.exp(-beta_r * step)
+
+
+def replay_times(
+    pattern: str | Sequence[int],
+    horizon: int,
+    *,
+    first_interval: float = 100,
+    eta_p: float = 0.5,
+    rho_p: float = 0.05,
+    interval_unit: int = 1,
+) -> list[int]:
+    """Replay steps of a stage (relative, ``1..horizon-1``) for an interval ``pattern``:
+
+    - ``expanding``: :func:`interval_steps` (the MSSR default);
+    - ``fixed``: every ``first_interval`` steps;
+    - ``geometric``: ``{1, 3, 7, 15, ...} * interval_unit`` (times ``2^k - 1``);
+    - ``ebbinghaus``: ``{1, 2, 4, 7, 15, 30, 60, ...} * interval_unit`` (doubling after 30);
+    - a sequence of ints: those steps.
+    """
+    if not isinstance(pattern, str):
+        times = sorted({int(t) for t in pattern})
+        if times and times[0] < 1:
+            raise ValueError(f"explicit replay steps must be >= 1, got {times[0]}")
+        return [t for t in times if t < horizon]
+    if pattern == "expanding":
+        return interval_steps(first_interval, eta_p, rho_p, horizon)
+    if interval_unit < 1:
+        raise ValueError(f"interval_unit must be >= 1, got {interval_unit}")
+    if pattern == "fixed":
+        if not first_interval >= 1:
+            raise ValueError(f"the fixed interval must be >= 1 step, got {first_interval}")
+        step = _round_half_up(first_interval)
+        return list(range(step, horizon, step))
+    if pattern in ("geometric", "ebbinghaus"):
+        base = list(_GEOMETRIC_BASE if pattern == "geometric" else _EBBINGHAUS_BASE)
+        while base[-1] * interval_unit < horizon:
+            base.append(2 * base[-1] + 1 if pattern == "geometric" else 2 * base[-1])
+        return [b * interval_unit for b in base if b * interval_unit < horizon]
+    raise ValueError(f"interval pattern must be one of {INTERVAL_PATTERNS[:-1]} or a list of steps, got {pattern!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Which samples
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def uniform_choice(candidates: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
+    """``min(k, n)`` distinct entries of ``candidates`` (shape ``(n,)``), uniformly without replacement."""
+    k = min(k, candidates.numel())
+    return candidates[torch.randperm(candidates.numel(), generator=generator)[:k]]
+
+
+def weighted_choice(
+    candidates: torch.Tensor, log_weights: torch.Tensor, k: int, generator: torch.Generator
+) -> torch.Tensor:
+    r"""``min(k, n)`` distinct entries of ``candidates`` drawn without replacement with probabilities proportional to
+    $\exp(\text{log\_weights})$: Gumbel-top-k, $\arg\mathrm{top}_k(\log w_i + g_i)$, $g_i \sim \mathrm{Gumbel}(0,1)$.
+
+    Works in log space, so weights of any magnitude are fine; entries with $\log w = -\infty$ come last.
+    """
+    if log_weights.shape != candidates.shape:
+        raise ValueError(
+            f"log_weights must match candidates, got {tuple(log_weights.shape)} vs {tuple(candidates.shape)}"
+        )
+    k = min(k, candidates.numel())
+    u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
+    keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))
+    return candidates[torch.topk(keys, k).indices]
+
+
+def draw_buffer(
+    bank_ids: torch.Tensor,
+    size: int,
+    strategy: ReplayStrategy,
+    memory: SampleMemory | None,
+    step: int,
+    generator: torch.Generator,
+    staleness_cap: int = 0,
+) -> torch.Tensor:
+    """Re-draw the active replay buffer (``size`` ids) from the bank. With ``staleness_cap > 0`` and a memory, samples
+    not reviewed for more than ``staleness_cap`` steps are taken first (longest-unreviewed first; the "staleness
+    safety cap" of Table ``tab:replay_impl_params``); the strategy's :meth:`ReplayStrategy.select` fills the rest."""
+    if staleness_cap > 0 and memory is not None and bank_ids.numel():
+        unseen_for = step - memory.last_review[bank_ids]
+        stale = unseen_for > staleness_cap
+        if bool(stale.any()):
+            order = torch.argsort(unseen_for[stale], descending=True, stable=True)
+            forced = bank_ids[stale][order][:size]
+            rest = bank_ids[~stale]
+            picked = (
+                strategy.select(rest, size - forced.numel(), step, memory, generator)
+                if size > forced.numel()
+                else forced[:0]
+            )
+            return torch.cat([forced, picked])
+    return strategy.select(bank_ids, size, step, memory, generator)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Strategies
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReplaySignals:
+    """What a strategy may observe after an optimizer step: a probe loss on buffer samples, or validation scores of
+    earlier tasks (higher is better). ``None`` where nothing was measured at that step."""
+
+    probe_loss: float | None = None
+    scores: Mapping[str, float] | None = None
+
+
+@runtime_checkable
+class ReplayStrategy(Protocol):
+    """What the trainer needs from a replay strategy. A user may pass any object with these members.
+
+    - ``probe_interval`` / ``eval_interval``: every how many optimizer steps the trainer must measure a probe loss
+      on buffer samples / validation scores of earlier tasks and pass them to :meth:`observe` (0: never).
+    - ``begin_stage``: a new task starts after ``stage_start`` completed steps and runs ``num_steps`` steps; the
+      bank holds ``bank_ids``.
+    - ``plan``: the fraction of optimizer step ``step``'s global batch to take from the buffer (0.0: no replay).
+      Called once per step, in order, on every rank with identical inputs.
+    - ``select``: which ``k`` of ``candidates`` to replay (also used to refresh the buffer from the bank).
+    """
+
+    name: str
+    probe_interval: int
+    eval_interval: int
+
+    def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None: ...
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float: ...
+
+    def observe(self, step: int, signals: ReplaySignals) -> None: ...
+
+    def select(
+        self, candidates: torch.Tensor, k: int, step: int, memory: SampleMemory | None, generator: torch.Generator
+    ) -> torch.Tensor: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class _StrategyBase:
+    """Shared bookkeeping: the stage window, uniform or memory-weighted selection, and the state round trip."""
+
+    weighted: bool = False
+    event_steps: int = 1
+    stage_start: int = 0
+    num_steps: int = 0
+    bank_size: int = 0
+    probe_interval: int = 0
+    eval_interval: int = 0
+    name: str = field(default="base", init=False)
+
+    def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
+        if stage_start < 0 or num_steps < 0:
+            raise ValueError(f"stage_start and num_steps must be >= 0, got {stage_start}, {num_steps}")
+        self.stage_start, self.num_steps, self.bank_size = int(stage_start), int(num_steps), int(bank_ids.numel())
+
+    def observe(self, step: int, signals: ReplaySignals) -> None:
+        pass
+
+    def select(
+        self, candidates: torch.Tensor, k: int, step: int, memory: SampleMemory | None, generator: torch.Generator
+    ) -> torch.Tensor:
+        if self.weighted:
+            if memory is None:
+                raise ValueError(f"strategy {self.name!r} selects by memory weights and needs a SampleMemory")
+            return weighted_choice(candidates, memory.replay_log_weights(candidates, step), k, generator)
+        return uniform_choice(candidates, k, generator)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items() if not k.startswith("_")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("name") != self.name:
+            raise ValueError(f"state is for strategy {state.get('name')!r}, not {self.name!r}")
+        for key, value in state.items():
+            if key != "name":
+                setattr(self, key, value)
+        self._after_load()
+
+    def _after_load(self) -> None:
+        pass
+
+
+@dataclass
+class NoReplay(_StrategyBase):
+    """``none``: sequential fine-tuning, no replay."""
+
+    def __post_init__(self) -> None:
+        self.name = "none"
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float:
+        return 0.0
+
+
+@dataclass
+class IntervalReplay(_StrategyBase):
+    """Replay at scheduled steps of each stage. ``fixed`` (every ``first_interval`` steps, constant ratio $\\lambda_0$,
+    uniform), ``mssr_sch`` (expanding intervals ``eq:interval_expand`` + decaying ratio ``eq:dynamic_ratio``, uniform),
+    ``mssr_spl`` (fixed intervals, constant ratio, memory-weighted selection ``eq:prob_weight``) and ``mssr_full``
+    (expanding + decaying + weighted) are all instances.
+
+    A replay event mixes replay into ``event_steps`` consecutive optimizer steps starting at each replay step.
+    """
+
+    pattern: str | list[int] = "expanding"
+    first_interval: float = 100
+    eta_p: float = 0.5
+    rho_p: float = 0.05
+    interval_unit: int = 1
+    lambda0: float = 0.3
+    lambda_min: float = 0.05
+    beta_r: float = 1e-5
+    decay_ratio: bool = True
+    label: str = "mssr_full"
+
+    def __post_init__(self) -> None:
+        self.name = self.label
+        if not 0.0 <= self.lambda_min <= self.lambda0 <= 1.0:
+            raise ValueError(
+                f"need 0 <= lambda_min <= lambda0 <= 1, got lambda_min={self.lambda_min}, lambda0={self.lambda0}"
+            )
+        if self.event_steps < 1:
+            raise ValueError(f"event_steps must be >= 1, got {self.event_steps}")
+        self._times: set[int] = set()
+
+    def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
+        super().begin_stage(stage_start, num_steps, bank_ids)
+        self._after_load()
+
+    def _after_load(self) -> None:
+        times = replay_times(
+            self.pattern, self.num_steps + 1, first_interval=self.first_interval, eta_p=self.eta_p,
+            rho_p=self.rho_p, interval_unit=self.interval_unit,
+        )  # fmt: skip
+        self._times = {t + j for t in times for j in range(self.event_steps)}
+
+    def replay_steps(self) -> list[int]:
+        """The relative steps (``1..num_steps``) of the current stage that replay."""
+        return sorted(t for t in self._times if 1 <= t <= self.num_steps)
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float:
+        if self.bank_size == 0 or (step - self.stage_start) not in self._times:
+            return 0.0
+        if not self.decay_ratio:
+            return self.lambda0
+        return replay_ratio(step, self.lambda0, self.lambda_min, self.beta_r)
+
+
+@dataclass
+class ThresholdReplay(_StrategyBase):
+    """``interval_pattern="threshold"`` (App. B, $\\tau^\\star$ of ``eq:tau_star``): replay when the mean memory
+    strength of the bank falls below ``threshold``; at least ``min_gap`` steps between replay events."""
+
+    threshold: float = 0.5
+    min_gap: int = 1
+    lambda0: float = 0.3
+    lambda_min: float = 0.05
+    beta_r: float = 1e-5
+    last_event: int = -(10**18)
+    pending: int = 0
+    label: str = "mssr_full"
+
+    def __post_init__(self) -> None:
+        self.name = self.label
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"replay threshold must lie in (0, 1), got {self.threshold}")
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float:
+        if self.bank_size == 0:
+            return 0.0
+        if memory is None:
+            raise ValueError("threshold-triggered replay needs a SampleMemory")
+        if self.pending == 0 and step - self.last_event >= self.min_gap:
+            mean_strength = float(memory.strength(torch.arange(self.bank_size), step).mean())
+            if mean_strength < self.threshold:
+                self.pending, self.last_event = self.event_steps, step
+        if self.pending == 0:
+            return 0.0
+        self.pending -= 1
+        return replay_ratio(step, self.lambda0, self.lambda_min, self.beta_r)
+
+
+@dataclass
+class LossTriggeredReplay(_StrategyBase):
+    """``loss`` baseline: every ``probe_interval`` steps the trainer measures the mean loss of a fixed probe set of
+    buffer samples (extra forwards, timed and logged); the first probe of a stage is the reference, and a probe loss
+    above ``reference * (1 + threshold)`` triggers a replay event (ratio $\\lambda_0$, uniform) on the next steps."""
+
+    probe_interval: int = 50
+    threshold: float = 0.05
+    lambda0: float = 0.3
+    reference: float | None = None
+    pending: int = 0
+
+    def __post_init__(self) -> None:
+        self.name = "loss"
+        if self.probe_interval < 1:
+            raise ValueError(f"probe_interval must be >= 1, got {self.probe_interval}")
+        if self.threshold < 0:
+            raise ValueError(f"the loss threshold must be >= 0, got {self.threshold}")
+
+    def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
+        super().begin_stage(stage_start, num_steps, bank_ids)
+        self.reference, self.pending = None, 0
+
+    def observe(self, step: int, signals: ReplaySignals) -> None:
+        loss = signals.probe_loss
+        if loss is None or not math.isfinite(loss):
+            return
+        if self.reference is None:
+            self.reference = loss
+        elif loss > self.reference * (1.0 + self.threshold):
+            self.pending = self.event_steps
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float:
+        if self.bank_size == 0 or self.pending == 0:
+            return 0.0
+        self.pending -= 1
+        return self.lambda0
+
+
+@dataclass
+class AccuracyTriggeredReplay(_StrategyBase):
+    """``accuracy`` baseline: every ``eval_interval`` steps the trainer evaluates the earlier tasks' validation
+    subsets (through a caller-supplied callable; extra time, logged); a score more than ``drop`` below that task's
+    best so far triggers a replay event (ratio $\\lambda_0$, uniform) on the next steps."""
+
+    eval_interval: int = 100
+    drop: float = 0.02
+    lambda0: float = 0.3
+    best: dict[str, float] = field(default_factory=dict)
+    pending: int = 0
+
+    def __post_init__(self) -> None:
+        self.name = "accuracy"
+        if self.eval_interval < 1:
+            raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
+        if self.drop < 0:
+            raise ValueError(f"the accuracy drop must be >= 0, got {self.drop}")
+
+    def observe(self, step: int, signals: ReplaySignals) -> None:
+        if not signals.scores:
+            return
+        dropped = False
+        for task, score in signals.scores.items():
+            best = self.best.get(task)
+            if best is not None and score < best - self.drop:
+                dropped = True
+            self.best[task] = score if best is None else max(best, score)
+        if dropped:
+            self.pending = self.event_steps
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float:
+        if self.bank_size == 0 or self.pending == 0:
+            return 0.0
+        self.pending -= 1
+        return self.lambda0
+
+
+def build_strategy(
+    name: str,
+    *,
+    interval_pattern: str | Sequence[int] = "expanding",
+    first_interval: float = 100,
+    eta_p: float = 0.5,
+    rho_p: float = 0.05,
+    interval_unit: int = 1,
+    fixed_interval: int = 100,
+    lambda0: float = 0.3,
+    lambda_min: float = 0.05,
+    beta_r: float = 1e-5,
+    threshold: float = 0.5,
+    event_steps: int = 1,
+    probe_interval: int = 50,
+    probe_threshold: float = 0.05,
+    eval_interval: int = 100,
+    eval_drop: float = 0.02,
+) -> ReplayStrategy:
+    """The strategy called ``name`` (one of :data:`STRATEGY_NAMES`), with the paper's defaults.
+
+    ``interval_pattern`` applies to ``mssr_sch`` and ``mssr_full`` (``fixed``, ``geometric``, ``ebbinghaus``, a list
+    of steps, or ``threshold``: replay when the bank's mean strength falls below ``threshold``).
+    """
+    if isinstance(interval_pattern, str) and interval_pattern not in INTERVAL_PATTERNS:
+        raise ValueError(
+            f"interval_pattern must be one of {INTERVAL_PATTERNS} or a list of steps, got {interval_pattern!r}"
+        )
+    ratio = dict(lambda0=lambda0, lambda_min=lambda_min, beta_r=beta_r)
+    schedule = dict(first_interval=first_interval, eta_p=eta_p, rho_p=rho_p, interval_unit=interval_unit)
+    if name == "none":
+        return NoReplay()
+    if name == "fixed":
+        return IntervalReplay(pattern="fixed", first_interval=fixed_interval, decay_ratio=False, label="fixed",
+                              event_steps=event_steps, **ratio)  # fmt: skip
+    if name == "loss":
+        return LossTriggeredReplay(probe_interval=probe_interval, threshold=probe_threshold, lambda0=lambda0,
+                                   event_steps=event_steps)  # fmt: skip
+    if name == "accuracy":
+        return AccuracyTriggeredReplay(eval_interval=eval_interval, drop=eval_drop, lambda0=lambda0,
+                                       event_steps=event_steps)  # fmt: skip
+    if name == "mssr_spl":
+        return IntervalReplay(pattern="fixed", first_interval=first_interval, decay_ratio=False, weighted=True,
+                              label="mssr_spl", event_steps=event_steps, **ratio)  # fmt: skip
+    if name in ("mssr_sch", "mssr_full"):
+        weighted = name == "mssr_full"
+        if interval_pattern == "threshold":
+            return ThresholdReplay(threshold=threshold, min_gap=max(1, event_steps), weighted=weighted, label=name,
+                                   event_steps=event_steps, **ratio)  # fmt: skip
+        pattern = interval_pattern if isinstance(interval_pattern, str) else [int(t) for t in interval_pattern]
+        return IntervalReplay(pattern=pattern, weighted=weighted, label=name, event_steps=event_steps,
+                              **schedule, **ratio)  # fmt: skip
+    raise ValueError(f"replay strategy must be one of {STRATEGY_NAMES}, got {name!r}")
