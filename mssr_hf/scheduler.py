@@ -343,11 +343,16 @@ class ThresholdReplay(_StrategyBase):
     last_event: int = -(10**18)
     pending: int = 0
     label: str = "mssr_full"
+    bank_ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
 
     def __post_init__(self) -> None:
         self.name = self.label
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"replay threshold must lie in (0, 1), got {self.threshold}")
+
+    def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
+        super().begin_stage(stage_start, num_steps, bank_ids)
+        self.bank_ids = bank_ids.clone()
 
     def plan(self, step: int, memory: SampleMemory | None) -> float:
         if self.bank_size == 0:
@@ -355,7 +360,7 @@ class ThresholdReplay(_StrategyBase):
         if memory is None:
             raise ValueError("threshold-triggered replay needs a SampleMemory")
         if self.pending == 0 and step - self.last_event >= self.min_gap:
-            mean_strength = float(memory.strength(torch.arange(self.bank_size), step).mean())
+            mean_strength = float(memory.strength(self.bank_ids, step).mean())
             if mean_strength < self.threshold:
                 self.pending, self.last_event = self.event_steps, step
         if self.pending == 0:

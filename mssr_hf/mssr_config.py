@@ -1,0 +1,229 @@
+"""MSSRConfig: `trl.SFTConfig` plus the memory and replay settings of MSSR."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from trl import SFTConfig
+
+from .memory import PHI_CHOICES
+from .scheduler import INTERVAL_PATTERNS, STRATEGY_NAMES
+
+
+@dataclass
+class MSSRConfig(SFTConfig):
+    r"""
+    Configuration class for [`MSSRTrainer`]: every [`~trl.SFTConfig`] field plus the sample memory (`memory_*`, paper
+    Table `tab:memory_hparams`) and the replay schedule (`replay_*`, Tables `tab:replay_hparams` and
+    `tab:replay_impl_params`). Defaults are the paper's; the paper's intervals assume 2000 optimizer steps per stage,
+    so scale `replay_first_interval`, `replay_refresh_interval` and `replay_staleness_cap` for short stages.
+
+    Parameters:
+        > Strategy
+
+        replay_strategy (`str`, *optional*, defaults to `"mssr_full"`):
+            One of `none`, `fixed`, `loss`, `accuracy`, `mssr_sch`, `mssr_spl`, `mssr_full`.
+        replay_id_column (`str`, *optional*, defaults to `"mssr_id"`):
+            Dataset column holding each sample's integer id in the sample memory; added by the trainer if missing.
+
+        > Sample memory (Sec. 3.1, App. A)
+
+        memory_alpha (`float`, *optional*, defaults to `0.01`): baseline decay alpha.
+        memory_gamma_d (`float`, *optional*, defaults to `0.2`): loss sensitivity gamma_d.
+        memory_phi (`str`, *optional*, defaults to `"sigmoid"`): mapping phi: `sigmoid`, `identity`, `power`, `log`.
+        memory_phi_k (`float`, *optional*, defaults to `10.0`): sigmoid slope k.
+        memory_phi_c (`float`, *optional*, defaults to `0.5`): sigmoid centre c.
+        memory_phi_p (`float`, *optional*, defaults to `2.0`): exponent p of the `power` mapping.
+        memory_phi_kappa (`float`, *optional*, defaults to `10.0`): kappa of the `log` mapping.
+        memory_ema_beta (`float`, *optional*, defaults to `0.95`): EMA coefficient of the per-sample loss.
+        memory_quantile_low (`float`, *optional*, defaults to `0.05`): lower quantile q_l of the loss normalisation.
+        memory_quantile_high (`float`, *optional*, defaults to `0.95`): upper quantile q_u of the loss normalisation.
+        memory_eta_s (`float`, *optional*, defaults to `0.05`): consolidation step eta_s.
+        memory_beta_s (`float`, *optional*, defaults to `0.5`): saturation exponent beta_s.
+        memory_rho (`float`, *optional*, defaults to `0.01`): spacing sensitivity rho.
+        memory_gamma_s (`float`, *optional*, defaults to `1.0`): error-driven reinforcement gamma_s.
+        memory_s_min (`float`, *optional*, defaults to `1.0`): lower stability clip S_min.
+        memory_s_max (`float`, *optional*, defaults to `10.0`): upper stability clip S_max.
+        memory_s_init (`float`, *optional*, defaults to `1.0`): initial stability S_0.
+        memory_sigma_s (`float`, *optional*, defaults to `0.0`): std of the consolidation noise.
+
+        > Replay schedule (Sec. 3.2, App. B)
+
+        replay_interval_pattern (`str`, *optional*, defaults to `"expanding"`):
+            `expanding`, `fixed`, `geometric`, `ebbinghaus`, `threshold`, or comma-separated replay steps.
+        replay_first_interval (`float`, *optional*, defaults to `100`): first replay interval Delta t_r^(1), steps.
+        replay_eta_p (`float`, *optional*, defaults to `0.5`): interval expansion gain eta_p.
+        replay_rho_p (`float`, *optional*, defaults to `0.05`): decay rate of the expansion gain rho_p.
+        replay_interval_unit (`int`, *optional*, defaults to `1`): step unit of the `geometric`/`ebbinghaus` patterns.
+        replay_threshold (`float`, *optional*, defaults to `0.5`): mean-strength trigger theta of `threshold`.
+        replay_lambda0 (`float`, *optional*, defaults to `0.3`): initial replay ratio lambda_0.
+        replay_lambda_min (`float`, *optional*, defaults to `0.05`): minimal replay ratio lambda_min.
+        replay_beta_r (`float`, *optional*, defaults to `1e-5`): replay ratio decay rate beta_r.
+        replay_zeta (`float`, *optional*, defaults to `1.0`): prioritisation strength zeta.
+        replay_weighting (`str`, *optional*, defaults to `"power"`): `power` (m^-zeta) or `gain`.
+        replay_beta_m (`float`, *optional*, defaults to `1.0`): exponent beta_m of the `gain` weighting.
+        replay_event_steps (`int`, *optional*, defaults to `1`): consecutive optimizer steps per replay event.
+
+        > Replay buffer (App. E)
+
+        replay_buffer_size (`int`, *optional*, defaults to `1024`): active buffer size drawn from the bank.
+        replay_refresh_interval (`int`, *optional*, defaults to `50`): steps between buffer refreshes and hazard
+            updates.
+        replay_staleness_cap (`int`, *optional*, defaults to `500`): bank samples unreviewed for more steps enter the
+            buffer first (memory-weighted strategies; 0 disables).
+        replay_seed (`int`, *optional*): seed of the replay sampler; defaults to `seed`.
+
+        > Baselines
+
+        replay_fixed_interval (`int`, *optional*, defaults to `100`): interval of `fixed` (1: classical experience
+            replay).
+        replay_probe_interval (`int`, *optional*, defaults to `50`): steps between probe-loss measurements (`loss`).
+        replay_probe_size (`int`, *optional*, defaults to `32`): buffer samples in the probe set (`loss`).
+        replay_probe_threshold (`float`, *optional*, defaults to `0.05`): relative probe-loss rise that triggers
+            replay (`loss`).
+        replay_eval_interval (`int`, *optional*, defaults to `100`): steps between evaluations of earlier tasks
+            (`accuracy`).
+        replay_eval_drop (`float`, *optional*, defaults to `0.02`): score drop from the best that triggers replay
+            (`accuracy`).
+    """
+
+    replay_strategy: str = field(
+        default="mssr_full", metadata={"help": "Replay strategy.", "choices": list(STRATEGY_NAMES)}
+    )
+    replay_id_column: str = field(default="mssr_id", metadata={"help": "Column with each sample's memory id."})
+
+    memory_alpha: float = field(default=0.01, metadata={"help": "Baseline decay alpha (Eq. retention_update)."})
+    memory_gamma_d: float = field(default=0.2, metadata={"help": "Loss sensitivity gamma_d of the hazard."})
+    memory_phi: str = field(
+        default="sigmoid",
+        metadata={"help": "Monotone mapping phi of the normalised loss.", "choices": list(PHI_CHOICES)},
+    )
+    memory_phi_k: float = field(default=10.0, metadata={"help": "Slope k of the sigmoid phi."})
+    memory_phi_c: float = field(default=0.5, metadata={"help": "Centre c of the sigmoid phi."})
+    memory_phi_p: float = field(default=2.0, metadata={"help": "Exponent p of the power phi."})
+    memory_phi_kappa: float = field(default=10.0, metadata={"help": "kappa of the log phi."})
+    memory_ema_beta: float = field(default=0.95, metadata={"help": "EMA coefficient of the per-sample loss."})
+    memory_quantile_low: float = field(default=0.05, metadata={"help": "Lower quantile q_l of loss normalisation."})
+    memory_quantile_high: float = field(default=0.95, metadata={"help": "Upper quantile q_u of loss normalisation."})
+    memory_eta_s: float = field(default=0.05, metadata={"help": "Consolidation step eta_s (Eq. reset_spacing)."})
+    memory_beta_s: float = field(default=0.5, metadata={"help": "Saturation exponent beta_s of consolidation."})
+    memory_rho: float = field(default=0.01, metadata={"help": "Spacing sensitivity rho of consolidation."})
+    memory_gamma_s: float = field(default=1.0, metadata={"help": "Error-driven reinforcement gamma_s."})
+    memory_s_min: float = field(default=1.0, metadata={"help": "Lower stability clip S_min."})
+    memory_s_max: float = field(default=10.0, metadata={"help": "Upper stability clip S_max."})
+    memory_s_init: float = field(default=1.0, metadata={"help": "Initial stability of a new sample."})
+    memory_sigma_s: float = field(default=0.0, metadata={"help": "Std of the consolidation noise epsilon."})
+
+    replay_interval_pattern: str = field(
+        default="expanding",
+        metadata={"help": "Replay steps: expanding, fixed, geometric, ebbinghaus, threshold, or e.g. '10,25,60'."},
+    )
+    replay_first_interval: float = field(default=100, metadata={"help": "First replay interval, optimizer steps."})
+    replay_eta_p: float = field(default=0.5, metadata={"help": "Interval expansion gain eta_p."})
+    replay_rho_p: float = field(default=0.05, metadata={"help": "Decay rate rho_p of the expansion gain."})
+    replay_interval_unit: int = field(default=1, metadata={"help": "Step unit of geometric/ebbinghaus patterns."})
+    replay_threshold: float = field(default=0.5, metadata={"help": "Mean-strength trigger of the threshold pattern."})
+    replay_lambda0: float = field(default=0.3, metadata={"help": "Initial replay ratio lambda_0."})
+    replay_lambda_min: float = field(default=0.05, metadata={"help": "Minimal replay ratio lambda_min."})
+    replay_beta_r: float = field(default=1e-5, metadata={"help": "Replay ratio decay rate beta_r per step."})
+    replay_zeta: float = field(default=1.0, metadata={"help": "Prioritisation strength zeta (p ~ m^-zeta)."})
+    replay_weighting: str = field(
+        default="power", metadata={"help": "Replay weights: power (m^-zeta) or gain.", "choices": ["power", "gain"]}
+    )
+    replay_beta_m: float = field(default=1.0, metadata={"help": "Exponent beta_m of the gain weighting."})
+    replay_event_steps: int = field(default=1, metadata={"help": "Consecutive optimizer steps per replay event."})
+
+    replay_buffer_size: int = field(default=1024, metadata={"help": "Active replay buffer size."})
+    replay_refresh_interval: int = field(
+        default=50, metadata={"help": "Steps between buffer refreshes and hazard updates."}
+    )
+    replay_staleness_cap: int = field(
+        default=500, metadata={"help": "Bank samples unreviewed for longer enter the buffer first (0: off)."}
+    )
+    replay_seed: int | None = field(default=None, metadata={"help": "Seed of the replay sampler (default: seed)."})
+
+    replay_fixed_interval: int = field(default=100, metadata={"help": "Interval of the fixed strategy (1: ER)."})
+    replay_probe_interval: int = field(default=50, metadata={"help": "Steps between probe losses (loss strategy)."})
+    replay_probe_size: int = field(default=32, metadata={"help": "Buffer samples in the probe set (loss strategy)."})
+    replay_probe_threshold: float = field(
+        default=0.05, metadata={"help": "Relative probe-loss rise that triggers replay (loss strategy)."}
+    )
+    replay_eval_interval: int = field(
+        default=100, metadata={"help": "Steps between evaluations of earlier tasks (accuracy strategy)."}
+    )
+    replay_eval_drop: float = field(
+        default=0.02, metadata={"help": "Score drop from the best that triggers replay (accuracy strategy)."}
+    )
+
+    def __post_init__(self):
+        self._check_replay_fields()
+        super().__post_init__()
+
+    def _check_replay_fields(self) -> None:
+        def need(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"MSSRConfig.{name}={getattr(self, name)!r} is invalid: {rule}.")
+
+        def finite(name: str) -> bool:
+            value = getattr(self, name)
+            return isinstance(value, (int, float)) and math.isfinite(value)
+
+        need(self.replay_strategy in STRATEGY_NAMES, "replay_strategy", f"choose one of {list(STRATEGY_NAMES)}")
+        need(bool(self.replay_id_column), "replay_id_column", "give a column name")
+        need(self.memory_phi in PHI_CHOICES, "memory_phi", f"choose one of {list(PHI_CHOICES)}")
+        for name in ("memory_alpha", "memory_gamma_d", "memory_eta_s", "memory_rho", "memory_gamma_s",
+                     "memory_sigma_s", "replay_zeta", "replay_beta_m", "replay_eta_p", "replay_rho_p",
+                     "replay_beta_r", "replay_probe_threshold", "replay_eval_drop"):  # fmt: skip
+            need(finite(name) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
+        for name in ("memory_phi_k", "memory_phi_p", "memory_phi_kappa", "memory_s_min"):
+            need(finite(name) and getattr(self, name) > 0, name, "must be > 0")
+        need(0 < self.memory_ema_beta < 1, "memory_ema_beta", "must lie in (0, 1)")
+        need(0 <= self.memory_quantile_low < 1, "memory_quantile_low", "need 0 <= q_l < q_u <= 1")
+        need(self.memory_quantile_low < self.memory_quantile_high <= 1, "memory_quantile_high", "need q_l < q_u <= 1")
+        need(0 < self.memory_beta_s <= 1, "memory_beta_s", "must lie in (0, 1]")
+        need(self.memory_s_min <= self.memory_s_max, "memory_s_max", "must be >= memory_s_min")
+        need(self.memory_s_min <= self.memory_s_init <= self.memory_s_max, "memory_s_init",
+             "must lie in [memory_s_min, memory_s_max]")  # fmt: skip
+        need(self.replay_weighting in ("power", "gain"), "replay_weighting", "choose 'power' or 'gain'")
+        need(0 <= self.replay_lambda0 <= 1, "replay_lambda0", "must lie in [0, 1]")
+        need(
+            0 <= self.replay_lambda_min <= self.replay_lambda0, "replay_lambda_min", "must lie in [0, replay_lambda0]"
+        )
+        need(
+            finite("replay_first_interval") and self.replay_first_interval >= 1,
+            "replay_first_interval",
+            "must be >= 1",
+        )
+        need(0 < self.replay_threshold < 1, "replay_threshold", "must lie in (0, 1)")
+        for name in (
+            "replay_interval_unit",
+            "replay_event_steps",
+            "replay_buffer_size",
+            "replay_refresh_interval",
+            "replay_fixed_interval",
+            "replay_probe_interval",
+            "replay_probe_size",
+            "replay_eval_interval",
+        ):
+            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1, name, "must be an int >= 1")
+        need(isinstance(self.replay_staleness_cap, int) and self.replay_staleness_cap >= 0, "replay_staleness_cap",
+             "must be an int >= 0 (0 disables it)")  # fmt: skip
+        pattern = self.replay_interval_pattern
+        if isinstance(pattern, (list, tuple)):
+            pattern = self.replay_interval_pattern = ",".join(str(int(t)) for t in pattern)
+        if pattern not in INTERVAL_PATTERNS:
+            steps = [s.strip() for s in str(pattern).split(",")]
+            need(all(s.isdigit() and int(s) >= 1 for s in steps), "replay_interval_pattern",
+                 f"use one of {list(INTERVAL_PATTERNS)} or comma-separated steps >= 1 such as '10,25,60'")  # fmt: skip
+        need(not self.packing, "packing",
+             "packing merges samples into one row, so per-sample ids and losses are lost; "
+             "set packing=False")  # fmt: skip
+        need(not self.padding_free, "padding_free",
+             "padding-free batches lose per-sample boundaries; set padding_free=False")  # fmt: skip
+
+    def interval_pattern(self) -> str | list[int]:
+        """`replay_interval_pattern` as a pattern name or a list of steps."""
+        if self.replay_interval_pattern in INTERVAL_PATTERNS:
+            return self.replay_interval_pattern
+        return [int(s) for s in self.replay_interval_pattern.split(",")]

@@ -1,0 +1,453 @@
+"""MSSRTrainer: `trl.SFTTrainer` with per-sample memory and scheduled replay of earlier tasks.
+
+Glue only: the equations live in :mod:`mssr_hf.memory` and :mod:`mssr_hf.scheduler`, the batch stream in
+:mod:`mssr_hf.sampler`. What this file adds to the parent:
+
+- ids: every row carries its sample-memory id (``args.replay_id_column``) through tokenisation and the collator;
+- losses: each sample's mean token loss is read off the parent's own fused forward (no second forward, no
+  ``(B, T, V)`` logits), gathered across processes, and written to the memory (observe + review);
+- replay: the train dataloader draws from :class:`~mssr_hf.sampler.MixedReplaySampler`, whose per-step replay rows
+  are planned by the strategy ``lookahead`` steps ahead, after each optimizer step, identically on every rank;
+- state: memory, strategy, buffer and sampler are saved in every checkpoint (safetensors + JSON) and restored by
+  ``resume_from_checkpoint``.
+
+Time: the memory's clock is the global optimizer step across stages. A stage's ``train()`` starts at the memory's
+clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step ``step_offset + g``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from accelerate.utils import broadcast_object_list
+from datasets import Dataset, concatenate_datasets
+from transformers import TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+from trl import SFTTrainer
+
+from .memory import SampleMemory
+from .mssr_config import MSSRConfig
+from .sampler import MixedReplaySampler
+from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, build_strategy, draw_buffer
+from .state_io import has_state, load_state, save_state
+
+STATE_NAME = "mssr_state"
+
+
+class _FusedOutputTap:
+    """Stands in for ``model`` in the parent's ``compute_loss`` and keeps the output of its fused forward."""
+
+    def __init__(self, model):
+        self.model, self.output = model, None
+
+    def __call__(self, *args, **kwargs):
+        out = self.model(*args, **kwargs)
+        if kwargs.get("fused_lm_head"):
+            self.output = out
+        return out
+
+
+class _IdCollator:
+    """Wraps the SFT collator (which drops unknown keys) to carry each row's memory id as a LongTensor."""
+
+    def __init__(self, inner, id_column: str):
+        self.inner, self.id_column = inner, id_column
+
+    def __call__(self, examples):
+        batch = self.inner(examples)
+        batch[self.id_column] = torch.tensor([int(e[self.id_column]) for e in examples], dtype=torch.long)
+        return batch
+
+
+class _AfterOptimizerStep(TrainerCallback):
+    # Replay decisions need the state after each optimizer step; a callback is the public hook for that.
+    def __init__(self, trainer: MSSRTrainer):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer._after_optimizer_step()
+
+
+def memory_from_config(args: MSSRConfig, num_samples: int = 0) -> SampleMemory:
+    """A :class:`SampleMemory` with the `memory_*` / `replay_*` hyperparameters of ``args``."""
+    return SampleMemory(
+        num_samples, alpha=args.memory_alpha, gamma_d=args.memory_gamma_d, phi=args.memory_phi,
+        phi_k=args.memory_phi_k, phi_c=args.memory_phi_c, phi_p=args.memory_phi_p, phi_kappa=args.memory_phi_kappa,
+        ema_beta=args.memory_ema_beta, quantiles=(args.memory_quantile_low, args.memory_quantile_high),
+        eta_s=args.memory_eta_s, beta_s=args.memory_beta_s, rho=args.memory_rho, gamma_s=args.memory_gamma_s,
+        s_min=args.memory_s_min, s_max=args.memory_s_max, s_init=args.memory_s_init, sigma_s=args.memory_sigma_s,
+        zeta=args.replay_zeta, weighting=args.replay_weighting, beta_m=args.replay_beta_m, seed=_replay_seed(args),
+    )  # fmt: skip
+
+
+def strategy_from_config(args: MSSRConfig) -> ReplayStrategy:
+    """The strategy named by ``args.replay_strategy`` with the `replay_*` settings of ``args``."""
+    return build_strategy(
+        args.replay_strategy, interval_pattern=args.interval_pattern(), first_interval=args.replay_first_interval,
+        eta_p=args.replay_eta_p, rho_p=args.replay_rho_p, interval_unit=args.replay_interval_unit,
+        fixed_interval=args.replay_fixed_interval, lambda0=args.replay_lambda0, lambda_min=args.replay_lambda_min,
+        beta_r=args.replay_beta_r, threshold=args.replay_threshold, event_steps=args.replay_event_steps,
+        probe_interval=args.replay_probe_interval, probe_threshold=args.replay_probe_threshold,
+        eval_interval=args.replay_eval_interval, eval_drop=args.replay_eval_drop,
+    )  # fmt: skip
+
+
+def _replay_seed(args: MSSRConfig) -> int:
+    return args.seed if args.replay_seed is None else args.replay_seed
+
+
+def _with_ids(dataset: Dataset, column: str, start: int) -> Dataset:
+    return dataset.add_column(column, list(range(start, start + len(dataset))))
+
+
+class MSSRTrainer(SFTTrainer):
+    """`trl.SFTTrainer` that replays earlier tasks' samples with MSSR (or a baseline strategy).
+
+    Args:
+        model, args, data_collator, train_dataset, eval_dataset, processing_class, **kwargs:
+            as for [`~trl.SFTTrainer`]; ``args`` is an [`MSSRConfig`] and ``train_dataset`` the current task.
+        replay_dataset (`datasets.Dataset`, *optional*): the earlier tasks' samples (the replay bank), with the same
+            columns as ``train_dataset``. Required unless ``replay_strategy="none"``.
+        memory (`SampleMemory`, *optional*): the sample memory to carry across stages. When given, both datasets
+            must carry ``args.replay_id_column`` with the samples' ids in that memory; otherwise ids are assigned
+            (bank ``0..B-1``, task ``B..B+N-1``) and a memory is created from ``args``.
+        strategy (`ReplayStrategy`, *optional*): a strategy object to use instead of ``args.replay_strategy``.
+        evaluate_fn (`Callable[[model], Mapping[str, float]]`, *optional*): scores of earlier tasks' validation
+            subsets (higher is better); needed by the ``accuracy`` strategy, called every ``replay_eval_interval``.
+    """
+
+    def __init__(
+        self,
+        model,
+        args: MSSRConfig | None = None,
+        data_collator=None,
+        train_dataset: Dataset | None = None,
+        eval_dataset=None,
+        processing_class=None,
+        *,
+        replay_dataset: Dataset | None = None,
+        memory: SampleMemory | None = None,
+        strategy: ReplayStrategy | None = None,
+        evaluate_fn: Callable[[Any], Mapping[str, float]] | None = None,
+        **kwargs,
+    ):
+        if args is None:
+            args = MSSRConfig(output_dir="mssr-output")
+        if not isinstance(args, MSSRConfig):
+            raise TypeError(f"MSSRTrainer needs an MSSRConfig as `args`, got {type(args).__name__}")
+        self.strategy = strategy if strategy is not None else strategy_from_config(args)
+        train_dataset, replay_dataset, num_ids = self._check_datasets(args, train_dataset, replay_dataset, memory)
+        if self.strategy.eval_interval and evaluate_fn is None:
+            raise ValueError(
+                f"replay strategy {self.strategy.name!r} evaluates earlier tasks: pass evaluate_fn=callable(model) "
+                "returning {task: score}"
+            )
+        if self.strategy.probe_interval and replay_dataset is None:
+            raise ValueError(
+                f"replay strategy {self.strategy.name!r} probes buffer samples and needs a replay_dataset"
+            )
+        # Our sampler restores its own position on resume; HF's batch skipping would re-run it without losses.
+        args.ignore_data_skip = True
+        combined = train_dataset if replay_dataset is None else concatenate_datasets([train_dataset, replay_dataset])
+        super().__init__(model, args, data_collator, combined, eval_dataset, processing_class, **kwargs)
+        self.data_collator = _IdCollator(self.data_collator, args.replay_id_column)
+        self.evaluate_fn = evaluate_fn
+        self.memory = memory if memory is not None else memory_from_config(args)
+        if len(self.memory) < num_ids:
+            self.memory.extend(num_ids - len(self.memory), step=self.memory.clock)
+        self.step_offset = self.memory.clock
+
+        # Rows of the prepared dataset (trl may drop rows with no trainable token): which are task, which bank.
+        row_ids = torch.tensor(list(self.train_dataset[args.replay_id_column]), dtype=torch.int64)
+        task_ids = set(train_dataset[args.replay_id_column])
+        is_task = torch.tensor([int(i) in task_ids for i in row_ids.tolist()], dtype=torch.bool)
+        self.task_rows = torch.nonzero(is_task).flatten()
+        self.bank_ids = row_ids[~is_task]
+        self.row_of_id = torch.full((num_ids,), -1, dtype=torch.int64)
+        self.row_of_id[row_ids] = torch.arange(row_ids.numel())
+        if self.task_rows.numel() == 0:
+            raise ValueError("train_dataset has no row with a trainable token after tokenisation and truncation")
+
+        self.generator = torch.Generator().manual_seed(_replay_seed(args))
+        self.buffer = self.bank_ids[:0]
+        self.probe_ids = self.bank_ids[:0]
+        self.replay_sampler: MixedReplaySampler | None = None
+        self._restored_sampler_state: dict | None = None
+        self._stage_started = False
+        self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0}
+        self.last_ratio = 0.0  # replay ratio of the last trained step
+        self.planned: dict[int, tuple[float, int]] = {}  # step -> (ratio, replay samples), for steps not yet trained
+        self.add_callback(_AfterOptimizerStep(self))
+
+    # ------------------------------------------------------------------ input checks (before any training)
+
+    @staticmethod
+    def _check_datasets(args, train_dataset, replay_dataset, memory):
+        """Validate the task and bank datasets and give them ids; returns (task, bank or None, number of ids)."""
+        col = args.replay_id_column
+        if not isinstance(train_dataset, Dataset):
+            raise ValueError(
+                f"train_dataset must be a datasets.Dataset (map-style), got {type(train_dataset).__name__}; "
+                "streaming datasets cannot be indexed by a replay sampler"
+            )
+        if replay_dataset is not None and not isinstance(replay_dataset, Dataset):
+            raise ValueError(f"replay_dataset must be a datasets.Dataset, got {type(replay_dataset).__name__}")
+        if replay_dataset is not None and len(replay_dataset) == 0:
+            replay_dataset = None
+        if args.replay_strategy != "none" and replay_dataset is None:
+            raise ValueError(
+                f"replay_strategy={args.replay_strategy!r} needs a non-empty replay_dataset (the earlier tasks' "
+                "samples); for the first task of a sequence use replay_strategy='none'"
+            )
+        if replay_dataset is not None:
+            task_cols, bank_cols = set(train_dataset.column_names), set(replay_dataset.column_names)
+            only_task, only_bank = sorted(task_cols - bank_cols - {col}), sorted(bank_cols - task_cols - {col})
+            if only_task or only_bank:
+                raise ValueError(
+                    "replay_dataset must have the same columns as train_dataset: only in train_dataset "
+                    f"{only_task}, only in replay_dataset {only_bank}"
+                )
+        datasets = [d for d in (replay_dataset, train_dataset) if d is not None]
+        with_ids = [col in d.column_names for d in datasets]
+        if memory is not None and not all(with_ids):
+            raise ValueError(
+                f"a SampleMemory was passed, so every sample needs its memory id: add a {col!r} column to "
+                "train_dataset and replay_dataset (ContinualRunner does this), or pass no memory"
+            )
+        if any(with_ids) and not all(with_ids):
+            raise ValueError(f"{col!r} is in one dataset but missing from the other: give ids to both or neither")
+        if not any(with_ids):
+            bank_size = 0 if replay_dataset is None else len(replay_dataset)
+            if replay_dataset is not None:
+                replay_dataset = _with_ids(replay_dataset, col, 0)
+            train_dataset = _with_ids(train_dataset, col, bank_size)
+        ids = [i for d in (replay_dataset, train_dataset) if d is not None for i in d[col]]
+        if any(not isinstance(i, int) or i < 0 for i in ids):
+            raise ValueError(f"{col!r} must hold non-negative integers")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{col!r} values must be unique across train_dataset and replay_dataset")
+        num_ids = max(ids) + 1 if ids else 0
+        # New task ids beyond the memory are added to it; bank ids must already be tracked.
+        if memory is not None and replay_dataset is not None and max(replay_dataset[col]) >= len(memory):
+            raise ValueError(f"replay_dataset has {col!r} values beyond the memory's {len(memory)} samples")
+        return train_dataset, replay_dataset, num_ids
+
+    # ------------------------------------------------------------------ data
+
+    def _set_signature_columns_if_needed(self):
+        # Keep the id column when HF drops columns the model's forward does not take.
+        super()._set_signature_columns_if_needed()
+        if self.args.replay_id_column not in self._signature_columns:
+            self._signature_columns.append(self.args.replay_id_column)
+
+    @property
+    def global_batch(self) -> int:
+        return self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps * self.args.world_size
+
+    @property
+    def lookahead(self) -> int:
+        """How many optimizer steps ahead the plan is fixed: the dataloader has formed all of step s and the first
+        micro-batch of s+1 when step s trains; worker prefetching reads further ahead."""
+        workers = self.args.dataloader_num_workers
+        prefetched = workers * (self.args.dataloader_prefetch_factor or 2) if workers else 0
+        return 2 + math.ceil(prefetched / self.args.gradient_accumulation_steps)
+
+    def stage_steps(self) -> int:
+        if self.args.max_steps > 0:
+            return self.args.max_steps
+        return math.ceil(self.args.num_train_epochs * math.ceil(self.task_rows.numel() / self.global_batch))
+
+    def _get_train_sampler(self, train_dataset=None):
+        # The mixed-replay stream replaces HF's RandomSampler (a plain Sampler: accelerate leaves it alone).
+        steps = self.stage_steps()
+        per_epoch = steps if self.args.max_steps > 0 else math.ceil(self.task_rows.numel() / self.global_batch)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        self.replay_sampler = MixedReplaySampler(
+            self.task_rows, self.global_batch, per_epoch, seed, self.step_offset + 1
+        )
+        if self._restored_sampler_state is not None:
+            self.replay_sampler.load_state_dict(self._restored_sampler_state)
+            self._restored_sampler_state = None
+        elif not self._stage_started:
+            self._begin_stage(steps)
+        return self.replay_sampler
+
+    # ------------------------------------------------------------------ the schedule
+
+    def _begin_stage(self, num_steps: int) -> None:
+        step = self.step_offset
+        self.memory.update_hazard(step)  # stage boundary
+        self.strategy.begin_stage(step, num_steps, self.bank_ids)
+        self._refresh_buffer(step)
+        if self.strategy.probe_interval:
+            self.probe_ids = torch.sort(self.buffer[: self.args.replay_probe_size]).values
+        for ahead in range(1, self.lookahead + 1):
+            self._plan(step + ahead)
+        self._stage_started = True
+
+    def _refresh_buffer(self, step: int) -> None:
+        if self.bank_ids.numel():
+            self.buffer = draw_buffer(
+                self.bank_ids, self.args.replay_buffer_size, self.strategy, self.memory, step, self.generator,
+                self.args.replay_staleness_cap,
+            )  # fmt: skip
+
+    def _plan(self, step: int) -> None:
+        """Ask the strategy about ``step`` and fix that step's replay rows in the sampler."""
+        ratio = float(self.strategy.plan(step, self.memory))
+        k = min(round(ratio * self.global_batch), self.global_batch - 1, self.buffer.numel())
+        if k > 0:
+            ids = self.strategy.select(self.buffer, k, step, self.memory, self.generator)
+            self.replay_sampler.set_plan(step, self.row_of_id[ids])
+        self.planned[step] = (ratio if k > 0 else 0.0, max(k, 0))
+
+    def _after_optimizer_step(self) -> None:
+        step = self.step_offset + self.state.global_step  # the global step just completed
+        relative = self.state.global_step
+        self.last_ratio, replayed = self.planned.pop(step, (0.0, 0))
+        self.counters["replayed_samples"] += replayed
+        self.counters["replay_steps"] += int(replayed > 0)
+        strategy = self.strategy
+        if strategy.probe_interval and relative % strategy.probe_interval == 0:
+            strategy.observe(step, ReplaySignals(probe_loss=self._probe_loss()))
+        if strategy.eval_interval and relative % strategy.eval_interval == 0:
+            strategy.observe(step, ReplaySignals(scores=self._evaluate_earlier_tasks()))
+        if relative % self.args.replay_refresh_interval == 0:
+            self.memory.update_hazard(step)
+            self._refresh_buffer(step)
+        self._plan(step + self.lookahead)
+
+    def _probe_loss(self) -> float:
+        """Mean token loss of the fixed probe set (the ``loss`` baseline's extra forwards), split across ranks."""
+        start = time.perf_counter()
+        rows = self.row_of_id[self.probe_ids][self.args.process_index :: self.args.world_size].tolist()
+        totals = torch.zeros(2, dtype=torch.float64, device=self.args.device)
+        model = self.model
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            bs = self.args.per_device_train_batch_size
+            for i in range(0, len(rows), bs):
+                batch = self.data_collator([self.train_dataset[r] for r in rows[i : i + bs]])
+                batch.pop(self.args.replay_id_column)
+                batch = self._prepare_inputs(batch)
+                out = model(**batch, fused_lm_head=True)
+                totals += torch.stack([-out.log_probs.double().sum(), out.label_mask.double().sum()])
+        model.train(was_training)
+        totals = self.accelerator.gather(totals.unsqueeze(0)).sum(0)
+        self.counters["probe_seconds"] += time.perf_counter() - start
+        return float(totals[0] / totals[1].clamp(min=1))
+
+    def _evaluate_earlier_tasks(self) -> dict[str, float]:
+        """The ``accuracy`` baseline's evaluations; rank 0's scores are broadcast so all ranks decide alike."""
+        start = time.perf_counter()
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            scores = [dict(self.evaluate_fn(self.model))]
+        self.model.train(was_training)
+        if self.args.world_size > 1:
+            broadcast_object_list(scores, from_process=0)
+        self.counters["eval_seconds"] += time.perf_counter() - start
+        return scores[0]
+
+    # ------------------------------------------------------------------ per-sample losses
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        # Read each sample's loss off the parent's own fused forward; the returned loss is the parent's.
+        ids = inputs.pop(self.args.replay_id_column, None)
+        tap = _FusedOutputTap(model)
+        result = super().compute_loss(
+            tap, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+        )
+        if self.model.training and ids is not None and tap.output is not None:
+            self._observe(ids, tap.output)
+        return result
+
+    def _observe(self, ids: torch.Tensor, output) -> None:
+        nll = -output.log_probs.detach().double()  # (B, T-1), 0 where the label is ignored
+        tokens = output.label_mask.sum(-1)  # (B,)
+        losses = torch.where(tokens > 0, nll.sum(-1) / tokens.clamp(min=1), torch.nan)  # (B,)
+        ids, losses = self.accelerator.gather(ids), self.accelerator.gather(losses)  # same on every rank
+        step = self.step_offset + self.state.global_step + 1  # the optimizer step this micro-batch belongs to
+        self.memory.observe(ids.cpu(), losses.cpu(), step)
+        self.memory.review(ids.cpu()[torch.isfinite(losses.cpu())], step)
+
+    # ------------------------------------------------------------------ logging
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # Replay and memory statistics join the trainer's own logs (so tensorboard / wandb get them).
+        if self.model.training and self._stage_started:
+            logs.update(self.replay_stats())
+        super().log(logs, start_time)
+
+    def replay_stats(self) -> dict[str, float]:
+        step = self.step_offset + self.state.global_step
+        stats = {
+            "replay/ratio": self.last_ratio,
+            "replay/replayed_samples": self.counters["replayed_samples"],
+            "replay/replay_steps": self.counters["replay_steps"],
+            "replay/probe_seconds": round(self.counters["probe_seconds"], 4),
+            "replay/eval_seconds": round(self.counters["eval_seconds"], 4),
+            "memory/skipped_losses": self.memory.skipped_losses,
+        }
+        if isinstance(self.strategy, IntervalReplay):
+            upcoming = [t for t in self.strategy.replay_steps() if t > self.state.global_step]
+            if upcoming:
+                stats["replay/steps_to_next"] = upcoming[0] - self.state.global_step
+        if self.bank_ids.numel():
+            summary = self.memory.summary(self.bank_ids, max(step, self.memory.clock))
+            stats.update({f"memory/{k}": round(v, 6) for k, v in summary.items()})
+        return stats
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def replay_state_dict(self) -> dict[str, Any]:
+        """Memory, strategy, buffer and sampler state at the end of the current optimizer step."""
+        return {
+            "memory": self.memory.state_dict(),
+            "strategy": self.strategy.state_dict(),
+            "sampler": self.replay_sampler.state_dict(next_step=self.step_offset + self.state.global_step + 1),
+            "buffer": self.buffer.clone(),
+            "probe_ids": self.probe_ids.clone(),
+            "generator": self.generator.get_state(),
+            "step_offset": self.step_offset,
+            "counters": dict(self.counters),
+            "last_ratio": self.last_ratio,
+            "planned": {str(step): list(plan) for step, plan in self.planned.items()},
+        }
+
+    def load_replay_state_dict(self, state: dict[str, Any]) -> None:
+        self.memory.load_state_dict(state["memory"])
+        self.strategy.load_state_dict(state["strategy"])
+        self.buffer, self.probe_ids = state["buffer"].long(), state["probe_ids"].long()
+        self.generator.set_state(state["generator"])
+        self.step_offset = int(state["step_offset"])
+        self.counters = dict(state["counters"])
+        self.last_ratio = float(state["last_ratio"])
+        self.planned = {int(step): (float(r), int(k)) for step, (r, k) in state["planned"].items()}
+        self._restored_sampler_state = state["sampler"]
+        self._stage_started = True
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        # Restore the replay state before HF builds the dataloader (works for every backend, FSDP and DeepSpeed too).
+        if resume_from_checkpoint:
+            path = resume_from_checkpoint
+            if path is True:
+                path = get_last_checkpoint(self.args.output_dir)
+                if path is None:
+                    raise ValueError(f"resume_from_checkpoint=True but {self.args.output_dir} holds no checkpoint")
+            if not has_state(path, STATE_NAME):
+                raise ValueError(f"{path} holds no {STATE_NAME} files: it was not written by MSSRTrainer")
+            self.load_replay_state_dict(load_state(path, STATE_NAME))
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            checkpoint = f"{self._get_output_dir(trial)}/checkpoint-{self.state.global_step}"
+            save_state(checkpoint, STATE_NAME, self.replay_state_dict())
