@@ -13,6 +13,7 @@ This module imports torch only: tensors in, tensors out.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,7 +125,8 @@ def decayed_log_strength(log_m_anchor: torch.Tensor, hazard: torch.Tensor, elaps
 
     This is the closed form between reviews (Lemma A.1, ``eq:closed_form_app``) for a piecewise-constant hazard.
     """
-    return log_m_anchor - hazard * elapsed
+    # Clamped far below any meaningful value so that even an absurd hazard x time cannot reach -inf.
+    return (log_m_anchor - hazard * elapsed).clamp(min=-1e300)
 
 
 def consolidated_stability(
@@ -169,9 +171,10 @@ def gain_log_weights(log_m: torch.Tensor, elapsed: torch.Tensor, beta_m: float, 
     r"""Unnormalised log replay weights of the scheduler-side form (Sec. 3.3, "Replay Scheduler"):
     $\log\big[(1 - m)^{\beta_m} e^{\rho \Delta t}\big] = \beta_m \log(1 - m) + \rho \Delta t$.
 
-    $\log(1-m)$ is computed as ``log(-expm1(log m))``; a sample reviewed this step ($m = 1$) gets weight 0.
+    $\log(1-m)$ is computed as ``log(-expm1(log m))``; a sample reviewed this step ($m = 1$) gets weight 0
+    (or 1 when $\beta_m = 0$: ``xlogy`` takes $0 \log 0 = 0$).
     """
-    return beta_m * torch.log(-torch.expm1(log_m)) + rho * elapsed
+    return torch.xlogy(torch.tensor(beta_m, dtype=log_m.dtype), -torch.expm1(log_m)) + rho * elapsed
 
 
 def normalize_log_weights(log_w: torch.Tensor) -> torch.Tensor:
@@ -290,6 +293,9 @@ class SampleMemory:
             if not ok:
                 raise ValueError(f"SampleMemory: {name}={getattr(self, name)!r} is invalid: {rule}.")
 
+        for name in ("alpha", "gamma_d", "phi_k", "phi_c", "phi_p", "phi_kappa", "ema_beta", "eta_s", "beta_s", "rho",
+                     "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "beta_m"):  # fmt: skip
+            need(math.isfinite(getattr(self, name)), name, "must be a finite number")
         need(self.phi in PHI_CHOICES, "phi", f"choose one of {PHI_CHOICES}")
         need(self.weighting in ("power", "gain"), "weighting", "choose 'power' (m^-zeta) or 'gain'")
         need(math.isfinite(self.alpha) and self.alpha >= 0, "alpha", "must be >= 0")
@@ -327,6 +333,8 @@ class SampleMemory:
     def _step(self, step: int, *, at_least_clock: bool = True) -> int:
         if isinstance(step, torch.Tensor):
             step = int(step.item())
+        if isinstance(step, numbers.Integral) and not isinstance(step, bool):
+            step = int(step)
         if not isinstance(step, int) or isinstance(step, bool):
             raise ValueError(f"step must be an int, got {type(step).__name__}")
         if step < 0:
@@ -374,6 +382,7 @@ class SampleMemory:
         finite = torch.isfinite(losses)
         skipped = int((~finite).sum())
         self.skipped_losses += skipped
+        self.clock = step
         ids, losses = ids[finite], losses[finite]
         if ids.numel() == 0:
             return skipped

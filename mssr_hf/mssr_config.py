@@ -179,8 +179,9 @@ class MSSRConfig(SFTConfig):
         for name in ("memory_phi_k", "memory_phi_p", "memory_phi_kappa", "memory_s_min"):
             need(finite(name) and getattr(self, name) > 0, name, "must be > 0")
         need(0 < self.memory_ema_beta < 1, "memory_ema_beta", "must lie in (0, 1)")
-        need(0 <= self.memory_quantile_low < 1, "memory_quantile_low", "need 0 <= q_l < q_u <= 1")
-        need(self.memory_quantile_low < self.memory_quantile_high <= 1, "memory_quantile_high", "need q_l < q_u <= 1")
+        need(0 <= self.memory_quantile_low < self.memory_quantile_high, "memory_quantile_low",
+             "need 0 <= memory_quantile_low < memory_quantile_high")  # fmt: skip
+        need(self.memory_quantile_high <= 1, "memory_quantile_high", "must be <= 1")
         need(0 < self.memory_beta_s <= 1, "memory_beta_s", "must lie in (0, 1]")
         need(self.memory_s_min <= self.memory_s_max, "memory_s_max", "must be >= memory_s_min")
         need(self.memory_s_min <= self.memory_s_init <= self.memory_s_max, "memory_s_init",

@@ -1,0 +1,337 @@
+"""MSSRTrainer on a tiny random Llama: losses, ids, replay composition, resume, baselines' costs, bad input."""
+
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from trl import SFTConfig, SFTTrainer
+
+from conftest import arithmetic_rows
+from mssr_hf.mssr_config import MSSRConfig
+from mssr_hf.mssr_trainer import MSSRTrainer
+from mssr_hf.scheduler import interval_steps
+
+pytestmark = pytest.mark.slow
+
+COMMON = dict(
+    report_to=[], bf16=False, use_cpu=True, gradient_checkpointing=False, per_device_train_batch_size=2,
+    gradient_accumulation_steps=2, logging_steps=1, save_strategy="no", learning_rate=1e-3, max_length=32,
+    disable_tqdm=True, seed=7,
+)  # fmt: skip
+
+
+def load(model_dir):
+    return AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
+
+
+def config(tmp_path, **overrides):
+    return MSSRConfig(output_dir=str(tmp_path / "out"), **{**COMMON, **overrides})
+
+
+def task_and_bank(n_task=32, n_bank=48):
+    return Dataset.from_list(arithmetic_rows(n_task, "-", seed=1)), Dataset.from_list(arithmetic_rows(n_bank, "+", 2))
+
+
+class Recorder:
+    """Records every (step, ids, per-sample losses) the memory observes."""
+
+    def __init__(self, trainer):
+        self.trainer, self.calls = trainer, []
+        observe = trainer.memory.observe
+
+        def recording_observe(ids, losses, step):
+            self.calls.append((step, ids.clone(), losses.clone()))
+            return observe(ids, losses, step)
+
+        trainer.memory.observe = recording_observe
+
+    def ids_by_step(self):
+        out = {}
+        for step, ids, _ in self.calls:
+            out.setdefault(step, []).extend(ids.tolist())
+        return out
+
+
+def count_forwards(model):
+    calls = []
+    model.register_forward_hook(lambda *a: calls.append(1))
+    return calls
+
+
+def step_losses(trainer):
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+
+
+def test_none_matches_plain_sft_trainer(tiny_model_dir, tmp_path):
+    """replay_strategy='none' is SFTTrainer: same per-step losses, same number of forward passes."""
+    task, _ = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    plain_forwards = count_forwards(model)
+    plain = SFTTrainer(model, SFTConfig(output_dir=str(tmp_path / "plain"), max_steps=8, **COMMON),
+                       train_dataset=task, processing_class=tok)  # fmt: skip
+    plain.train()
+
+    model, tok = load(tiny_model_dir)
+    mssr_forwards = count_forwards(model)
+    ours = MSSRTrainer(model, config(tmp_path, max_steps=8, replay_strategy="none"), train_dataset=task,
+                       processing_class=tok)  # fmt: skip
+    recorder = Recorder(ours)
+    ours.train()
+
+    assert len(step_losses(ours)) == 8
+    torch.testing.assert_close(torch.tensor(step_losses(ours)), torch.tensor(step_losses(plain)), atol=1e-6, rtol=0)
+    assert len(mssr_forwards) == len(plain_forwards) == 8 * 2  # one forward per micro-batch
+    # Every task sample was observed once (32 rows = 8 steps x 4), at steps 1..8.
+    assert sorted(i for ids in recorder.ids_by_step().values() for i in ids) == list(range(32))
+    assert sorted(recorder.ids_by_step()) == list(range(1, 9))
+
+
+def test_per_sample_losses_match_logits(tiny_model_dir, tmp_path):
+    """The memory receives each sample's mean completion-token NLL, for the right id (lr=0 keeps weights fixed)."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=6, learning_rate=0.0, replay_strategy="fixed",
+                                        replay_fixed_interval=2, replay_lambda0=0.5),
+                          train_dataset=task, replay_dataset=bank, processing_class=tok)  # fmt: skip
+    recorder = Recorder(trainer)
+    trainer.train()
+    model.eval()
+    rows = trainer.train_dataset
+    id_col = rows[trainer.args.replay_id_column]
+    checked = 0
+    for _, ids, losses in recorder.calls:
+        for sample_id, loss in zip(ids.tolist(), losses.tolist()):
+            row = rows[id_col.index(sample_id)]
+            input_ids = torch.tensor([row["input_ids"]])
+            labels = torch.tensor(row["labels"][1:])
+            with torch.no_grad():
+                logits = model(input_ids=input_ids).logits[0, :-1]  # (T-1, V)
+            mask = labels != -100
+            nll = -torch.log_softmax(logits.double(), -1)[torch.arange(labels.numel()), labels.clamp(min=0)]
+            expected = float(nll[mask].mean())
+            assert loss == pytest.approx(expected, abs=1e-5)
+            checked += 1
+    assert checked == 6 * 4
+
+
+def test_replay_steps_hold_planned_bank_samples(tiny_model_dir, tmp_path):
+    """At mssr_full's replay steps, round(lambda * global batch) samples come from the bank; elsewhere none."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=12, replay_strategy="mssr_full", replay_first_interval=2, replay_lambda0=0.5,
+                  replay_lambda_min=0.25, replay_beta_r=0.05, replay_refresh_interval=3, replay_buffer_size=16)
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+    recorder = Recorder(trainer)
+    trainer.train()
+    bank_ids = set(range(48))  # the bank gets ids 0..47, the task 48..79
+    replay_steps = interval_steps(2, 0.5, 0.05, 13)  # [2, 5, 9]
+    assert replay_steps == [2, 5, 9]
+    by_step = recorder.ids_by_step()
+    for step in range(1, 13):
+        ids = by_step[step]
+        assert len(ids) == 4
+        from_bank = [i for i in ids if i in bank_ids]
+        # lambda_t = 0.25 + 0.25 e^{-0.05 t}: t=2 -> 0.476, t=5 -> 0.445, t=9 -> 0.410; x 4 -> 2 each
+        expected = round((0.25 + 0.25 * math.exp(-0.05 * step)) * 4) if step in replay_steps else 0
+        assert len(from_bank) == expected, (step, ids)
+        assert len(set(ids)) == len(ids)
+    assert trainer.counters["replayed_samples"] == 6 and trainer.counters["replay_steps"] == 3
+    # Replayed samples were reviewed: their last review is their replay step.
+    for step in replay_steps:
+        for i in by_step[step]:
+            if i in bank_ids:
+                assert int(trainer.memory.last_review[i]) >= step
+
+
+class StopAt(TrainerCallback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_training_stop = True
+
+
+def test_resume_continues_identically(tiny_model_dir, tmp_path):
+    """8 steps straight == 4 steps, stop, resume_from_checkpoint: same memory, replay ids and losses."""
+    task, bank = task_and_bank()
+    replay = dict(max_steps=8, replay_strategy="mssr_full", replay_first_interval=1, replay_eta_p=0.3,
+                  replay_refresh_interval=3, replay_buffer_size=12, replay_lambda0=0.5, save_strategy="steps",
+                  save_steps=4)  # fmt: skip
+
+    def run(out, resume=None, stop=None):
+        model, tok = load(tiny_model_dir)
+        trainer = MSSRTrainer(model, config(out, **replay), train_dataset=task, replay_dataset=bank,
+                              processing_class=tok, callbacks=[StopAt(stop)] if stop else None)  # fmt: skip
+        recorder = Recorder(trainer)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer, recorder
+
+    straight, straight_rec = run(tmp_path / "a")
+    run(tmp_path / "b", stop=4)
+    checkpoint = tmp_path / "b" / "out" / "checkpoint-4"
+    assert (checkpoint / "mssr_state.safetensors").is_file() and (checkpoint / "mssr_state.json").is_file()
+    resumed, resumed_rec = run(tmp_path / "b", resume=str(checkpoint))
+
+    for key, value in straight.memory.state_dict().items():
+        other = resumed.memory.state_dict()[key]
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(value, other), key
+        else:
+            assert value == other, key
+    straight_ids, resumed_ids = straight_rec.ids_by_step(), resumed_rec.ids_by_step()
+    assert sorted(resumed_ids) == [5, 6, 7, 8]
+    for step in (5, 6, 7, 8):
+        assert resumed_ids[step] == straight_ids[step]
+    assert straight.counters["replayed_samples"] == resumed.counters["replayed_samples"] > 0
+    # The resumed trainer's history holds steps 1-4 from trainer_state.json and steps 5-8 it trained itself.
+    assert len(step_losses(resumed)) == 8
+    torch.testing.assert_close(torch.tensor(step_losses(resumed)), torch.tensor(step_losses(straight)), atol=1e-6, rtol=0)
+
+
+def test_loss_baseline_pays_for_probes(tiny_model_dir, tmp_path):
+    """`loss` runs real probe forwards on buffer samples every probe interval and logs their time."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    forwards = count_forwards(model)
+    args = config(tmp_path, max_steps=6, replay_strategy="loss", replay_probe_interval=2, replay_probe_size=6,
+                  replay_probe_threshold=0.0, learning_rate=5e-3)  # fmt: skip
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+    trainer.train()
+    # 6 steps x 2 micro-batches, plus 3 probes x 3 batches of 2.
+    assert len(forwards) == 12 + 3 * 3
+    assert trainer.counters["probe_seconds"] > 0
+    assert trainer.strategy.reference is not None
+    logged = [e for e in trainer.state.log_history if "replay/probe_seconds" in e]
+    assert logged and logged[-1]["replay/probe_seconds"] > 0
+
+
+def test_accuracy_baseline_evaluates_and_triggers(tiny_model_dir, tmp_path):
+    """`accuracy` calls the caller's evaluation every interval and replays after a score drop."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    scores = iter([0.9, 0.5, 0.5])
+    calls = []
+
+    def evaluate_fn(m):
+        calls.append(m.training)
+        return {"task0": next(scores)}
+
+    args = config(tmp_path, max_steps=7, replay_strategy="accuracy", replay_eval_interval=2, replay_eval_drop=0.1,
+                  replay_lambda0=0.5)  # fmt: skip
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok,
+                          evaluate_fn=evaluate_fn)  # fmt: skip
+    recorder = Recorder(trainer)
+    trainer.train()
+    assert calls == [False, False, False]  # steps 2, 4, 6; model in eval mode
+    assert trainer.counters["eval_seconds"] > 0
+    # The drop seen after step 4 makes step 4 + lookahead (= 6) replay 2 bank samples; nothing else replays.
+    by_step = recorder.ids_by_step()
+    replayed = {s: sum(i < 48 for i in ids) for s, ids in by_step.items()}
+    assert replayed == {1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 2, 7: 0}
+
+
+@pytest.mark.parametrize("kind", ["text", "conversational"])
+def test_lora_and_dataset_kinds(tiny_model_dir, tmp_path, kind):
+    """LoRA adapters with text and conversational datasets: per-sample losses reach the memory."""
+    from peft import LoraConfig
+
+    def convert(rows):
+        if kind == "text":
+            return [{"text": r["prompt"] + r["completion"]} for r in rows]
+        return [{"messages": [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["completion"]}]}
+                for r in rows]  # fmt: skip
+
+    task = Dataset.from_list(convert(arithmetic_rows(16, "-", 1)))
+    bank = Dataset.from_list(convert(arithmetic_rows(16, "+", 2)))
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=4, replay_strategy="fixed", replay_fixed_interval=1,
+                                        replay_lambda0=0.5),
+                          train_dataset=task, replay_dataset=bank, processing_class=tok,
+                          peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))  # fmt: skip
+    recorder = Recorder(trainer)
+    trainer.train()
+    assert sum(p.numel() for n, p in trainer.model.named_parameters() if p.requires_grad and "lora" not in n) == 0
+    losses = torch.cat([losses for _, _, losses in recorder.calls])
+    assert losses.numel() == 16 and torch.isfinite(losses).all() and (losses > 0).all()
+    assert trainer.counters["replayed_samples"] == 4 * 2
+    assert int(trainer.memory.seen.sum()) == 16
+
+
+def test_tensorboard_logs_replay_stats(tiny_model_dir, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=4, replay_strategy="mssr_full", replay_first_interval=1,
+                  report_to=["tensorboard"])  # fmt: skip
+    MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok).train()
+    events = EventAccumulator(str(next((tmp_path / "out").rglob("events.out.tfevents.*")).parent))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in ("train/replay/ratio", "train/replay/replayed_samples", "train/memory/strength_mean",
+                "train/memory/stability_mean", "train/replay/steps_to_next"):  # fmt: skip
+        assert tag in tags, sorted(tags)
+    assert events.Scalars("train/replay/ratio")[0].value == pytest.approx(0.3, abs=1e-3)  # step 1 replays
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("replay_strategy", "sometimes"), ("memory_ema_beta", 1.0), ("memory_s_min", 20.0), ("replay_lambda0", 1.5),
+     ("replay_lambda_min", 0.5), ("replay_zeta", -1.0), ("memory_quantile_low", 0.99), ("memory_phi", "tanh"),
+     ("replay_buffer_size", 0), ("replay_interval_pattern", "3,0"), ("replay_first_interval", 0),
+     ("packing", True), ("padding_free", True), ("replay_weighting", "rank"), ("replay_threshold", 1.0)],
+)  # fmt: skip
+def test_bad_config_values_name_the_field(tmp_path, field, value):
+    with pytest.raises(ValueError, match=field):
+        config(tmp_path, **{field: value})
+
+
+def test_bad_datasets_fail_before_training(tiny_model_dir, tmp_path):
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=2)
+    with pytest.raises(ValueError, match="same columns.*only in replay_dataset \\['extra'\\]"):
+        MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank.add_column("extra", [0] * 48),
+                    processing_class=tok)  # fmt: skip
+    with pytest.raises(ValueError, match="needs a non-empty replay_dataset"):
+        MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank.select([]), processing_class=tok)
+    with pytest.raises(ValueError, match="needs a non-empty replay_dataset"):
+        MSSRTrainer(model, args, train_dataset=task, processing_class=tok)
+    with pytest.raises(ValueError, match="mssr_id.*missing from the other"):
+        MSSRTrainer(model, args, train_dataset=task.add_column("mssr_id", list(range(48, 80))), replay_dataset=bank,
+                    processing_class=tok)  # fmt: skip
+    from mssr_hf.memory import SampleMemory
+
+    with pytest.raises(ValueError, match="every sample needs its memory id"):
+        MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok,
+                    memory=SampleMemory(80))  # fmt: skip
+    with pytest.raises(ValueError, match="unique"):
+        MSSRTrainer(model, args, train_dataset=task.add_column("mssr_id", [0] * 32),
+                    replay_dataset=bank.add_column("mssr_id", list(range(48))), processing_class=tok)  # fmt: skip
+    with pytest.raises(ValueError, match="evaluate_fn"):
+        MSSRTrainer(model, config(tmp_path, replay_strategy="accuracy"), train_dataset=task, replay_dataset=bank,
+                    processing_class=tok)  # fmt: skip
+    with pytest.raises(TypeError, match="MSSRConfig"):
+        MSSRTrainer(model, SFTConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True), train_dataset=task,
+                    processing_class=tok)  # fmt: skip
+    with pytest.raises(ValueError, match="map-style"):
+        MSSRTrainer(model, args, train_dataset=task.to_iterable_dataset(), replay_dataset=bank, processing_class=tok)
+
+
+def test_resume_from_foreign_checkpoint_is_refused(tiny_model_dir, tmp_path):
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    plain = SFTTrainer(model, SFTConfig(output_dir=str(tmp_path / "plain"), max_steps=2, save_strategy="steps",
+                                        save_steps=2, **{k: v for k, v in COMMON.items() if k != "save_strategy"}),
+                       train_dataset=task, processing_class=tok)  # fmt: skip
+    plain.train()
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=4), train_dataset=task, replay_dataset=bank,
+                          processing_class=tok)  # fmt: skip
+    with pytest.raises(ValueError, match="not written by MSSRTrainer"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "plain" / "checkpoint-2"))
