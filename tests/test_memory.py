@@ -517,7 +517,6 @@ class TestFiniteForAnyElapsedTime:
         # = [1/3.1025421928, 1.0512710964/3.1025421928] = [0.3223163257, 0.3388418371, 0.3388418371]
         close(mem.replay_weights(step=5), t64(0.3223163257331788, 0.3388418371334106, 0.3388418371334106))
 
-
     def test_absurd_hazard_times_time_stays_finite(self):
         # h = 1e300 / 1e-5 = 1e305 per step, for 1e15 steps: the product overflows float64; log m is clamped.
         mem = SampleMemory(3, alpha=1e300, s_min=1e-5, s_init=1e-5)

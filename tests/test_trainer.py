@@ -4,11 +4,11 @@ import math
 
 import pytest
 import torch
+from conftest import arithmetic_rows
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
-from conftest import arithmetic_rows
 from mssr_hf.mssr_config import MSSRConfig
 from mssr_hf.mssr_trainer import MSSRTrainer
 from mssr_hf.scheduler import interval_steps
@@ -120,8 +120,17 @@ def test_replay_steps_hold_planned_bank_samples(tiny_model_dir, tmp_path):
     """At mssr_full's replay steps, round(lambda * global batch) samples come from the bank; elsewhere none."""
     task, bank = task_and_bank()
     model, tok = load(tiny_model_dir)
-    args = config(tmp_path, max_steps=12, replay_strategy="mssr_full", replay_first_interval=2, replay_lambda0=0.5,
-                  replay_lambda_min=0.25, replay_beta_r=0.05, replay_refresh_interval=3, replay_buffer_size=16)
+    args = config(
+        tmp_path,
+        max_steps=12,
+        replay_strategy="mssr_full",
+        replay_first_interval=2,
+        replay_lambda0=0.5,
+        replay_lambda_min=0.25,
+        replay_beta_r=0.05,
+        replay_refresh_interval=3,
+        replay_buffer_size=16,
+    )
     trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
     recorder = Recorder(trainer)
     trainer.train()
@@ -188,7 +197,9 @@ def test_resume_continues_identically(tiny_model_dir, tmp_path):
     assert straight.counters["replayed_samples"] == resumed.counters["replayed_samples"] > 0
     # The resumed trainer's history holds steps 1-4 from trainer_state.json and steps 5-8 it trained itself.
     assert len(step_losses(resumed)) == 8
-    torch.testing.assert_close(torch.tensor(step_losses(resumed)), torch.tensor(step_losses(straight)), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(step_losses(resumed)), torch.tensor(step_losses(straight)), atol=1e-6, rtol=0
+    )
 
 
 def test_loss_baseline_pays_for_probes(tiny_model_dir, tmp_path):
@@ -241,8 +252,10 @@ def test_lora_and_dataset_kinds(tiny_model_dir, tmp_path, kind):
     def convert(rows):
         if kind == "text":
             return [{"text": r["prompt"] + r["completion"]} for r in rows]
-        return [{"messages": [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["completion"]}]}
-                for r in rows]  # fmt: skip
+        turns = [
+            [{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["completion"]}] for r in rows
+        ]
+        return [{"messages": t} for t in turns]
 
     task = Dataset.from_list(convert(arithmetic_rows(16, "-", 1)))
     bank = Dataset.from_list(convert(arithmetic_rows(16, "+", 2)))
