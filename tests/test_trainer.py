@@ -348,3 +348,25 @@ def test_resume_from_foreign_checkpoint_is_refused(tiny_model_dir, tmp_path):
                           processing_class=tok)  # fmt: skip
     with pytest.raises(ValueError, match="not written by MSSRTrainer"):
         trainer.train(resume_from_checkpoint=str(tmp_path / "plain" / "checkpoint-2"))
+
+
+def test_qlora_4bit_on_cpu(tiny_model_dir, tmp_path):
+    """4-bit NF4 base weights (bitsandbytes on CPU) + LoRA: trains, replays, and the memory gets finite losses."""
+    import bitsandbytes as bnb
+    from peft import LoraConfig
+    from transformers import BitsAndBytesConfig
+
+    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, quantization_config=quant, dtype=torch.float32)
+    assert isinstance(model.model.layers[0].self_attn.q_proj, bnb.nn.Linear4bit)
+    task, bank = task_and_bank(16, 16)
+    args = config(tmp_path, max_steps=4, replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5)
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank,
+                          processing_class=AutoTokenizer.from_pretrained(tiny_model_dir),
+                          peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))  # fmt: skip
+    recorder = Recorder(trainer)
+    trainer.train()
+    losses = torch.cat([losses for _, _, losses in recorder.calls])
+    assert losses.numel() == 16 and torch.isfinite(losses).all()
+    assert trainer.counters["replayed_samples"] == 8
+    assert len(step_losses(trainer)) == 4 and all(math.isfinite(v) for v in step_losses(trainer))
