@@ -17,6 +17,7 @@ This module imports torch only.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,13 +55,15 @@ def interval_steps(
     Each $t_k$ is rounded half up; steps at or beyond ``horizon`` are dropped.
 
     Args:
-        first_interval (`float`): $\Delta t_r^{(1)}$, > 0. eta_p (`float`): expansion gain $\eta_p \ge 0$.
+        first_interval (`float`): $\Delta t_r^{(1)}$, >= 1 step. eta_p (`float`): expansion gain $\eta_p \ge 0$.
         rho_p (`float`): decay of the gain $\rho_p \ge 0$. horizon (`int`): the stage length in optimizer steps.
     """
-    if not first_interval > 0:
-        raise ValueError(f"first_interval must be > 0, got {first_interval}")
-    if eta_p < 0 or rho_p < 0:
-        raise ValueError(f"eta_p and rho_p must be >= 0, got eta_p={eta_p}, rho_p={rho_p}")
+    if not (math.isfinite(first_interval) and first_interval >= 1):
+        raise ValueError(f"first_interval must be a finite number of steps >= 1, got {first_interval}")
+    if not (math.isfinite(eta_p) and eta_p >= 0):
+        raise ValueError(f"eta_p must be a finite number >= 0, got {eta_p}")
+    if not (math.isfinite(rho_p) and rho_p >= 0):
+        raise ValueError(f"rho_p must be a finite number >= 0, got {rho_p}")
     times: list[int] = []
     t = delta = float(first_interval)
     k = 1
@@ -124,6 +127,8 @@ def replay_times(
 
 def uniform_choice(candidates: torch.Tensor, k: int, generator: torch.Generator) -> torch.Tensor:
     """``min(k, n)`` distinct entries of ``candidates`` (shape ``(n,)``), uniformly without replacement."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
     k = min(k, candidates.numel())
     return candidates[torch.randperm(candidates.numel(), generator=generator)[:k]]
 
@@ -140,6 +145,8 @@ def weighted_choice(
         raise ValueError(
             f"log_weights must match candidates, got {tuple(log_weights.shape)} vs {tuple(candidates.shape)}"
         )
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
     k = min(k, candidates.numel())
     u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
     keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))
@@ -250,15 +257,31 @@ class _StrategyBase:
             return weighted_choice(candidates, memory.replay_log_weights(candidates, step), k, generator)
         return uniform_choice(candidates, k, generator)
 
+    def _check(self) -> None:
+        """Shared validation, called by every strategy's ``__post_init__``."""
+        if not (isinstance(self.event_steps, int) and self.event_steps >= 1):
+            raise ValueError(f"event_steps must be an int >= 1, got {self.event_steps!r}")
+        lambda0, lambda_min = getattr(self, "lambda0", 0.0), getattr(self, "lambda_min", 0.0)
+        if not 0.0 <= lambda0 <= 1.0:
+            raise ValueError(f"lambda0 must lie in [0, 1], got {lambda0}")
+        if not 0.0 <= lambda_min <= lambda0:
+            raise ValueError(f"lambda_min must lie in [0, lambda0={lambda0}], got {lambda_min}")
+
     def state_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(self).items() if not k.startswith("_")}
+        """JSON primitives only; a snapshot (later changes to the strategy do not reach it)."""
+        state = {k: copy.deepcopy(v) for k, v in vars(self).items() if not k.startswith("_")}
+        state["kind"] = type(self).__name__
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("name") != self.name:
-            raise ValueError(f"state is for strategy {state.get('name')!r}, not {self.name!r}")
+        if state.get("name") != self.name or state.get("kind") != type(self).__name__:
+            raise ValueError(
+                f"state is for strategy {state.get('name')!r} ({state.get('kind')}), "
+                f"not {self.name!r} ({type(self).__name__})"
+            )
         for key, value in state.items():
-            if key != "name":
-                setattr(self, key, value)
+            if key not in ("name", "kind"):
+                setattr(self, key, copy.deepcopy(value))
         self._after_load()
 
     def _after_load(self) -> None:
@@ -271,6 +294,7 @@ class NoReplay(_StrategyBase):
 
     def __post_init__(self) -> None:
         self.name = "none"
+        self._check()
 
     def plan(self, step: int, memory: SampleMemory | None) -> float:
         return 0.0
@@ -299,12 +323,12 @@ class IntervalReplay(_StrategyBase):
 
     def __post_init__(self) -> None:
         self.name = self.label
-        if not 0.0 <= self.lambda_min <= self.lambda0 <= 1.0:
-            raise ValueError(
-                f"need 0 <= lambda_min <= lambda0 <= 1, got lambda_min={self.lambda_min}, lambda0={self.lambda0}"
-            )
-        if self.event_steps < 1:
-            raise ValueError(f"event_steps must be >= 1, got {self.event_steps}")
+        self._check()
+        if isinstance(self.pattern, tuple):
+            self.pattern = list(self.pattern)
+        # Validate the pattern now rather than at begin_stage.
+        replay_times(self.pattern, 2, first_interval=self.first_interval, eta_p=self.eta_p, rho_p=self.rho_p,
+                     interval_unit=self.interval_unit)  # fmt: skip
         self._times: set[int] = set()
 
     def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
@@ -343,16 +367,26 @@ class ThresholdReplay(_StrategyBase):
     last_event: int = -(10**18)
     pending: int = 0
     label: str = "mssr_full"
-    bank_ids: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.int64))
+    bank_ranges: list[list[int]] = field(default_factory=list)  # the bank's ids as [start, end) runs (JSON-sized)
 
     def __post_init__(self) -> None:
         self.name = self.label
+        self._check()
         if not 0.0 < self.threshold < 1.0:
             raise ValueError(f"replay threshold must lie in (0, 1), got {self.threshold}")
+        self._bank_ids = torch.zeros(0, dtype=torch.int64)
 
     def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
         super().begin_stage(stage_start, num_steps, bank_ids)
-        self.bank_ids = bank_ids.clone()
+        ids = torch.unique(bank_ids.to(torch.int64))  # sorted
+        breaks = (torch.nonzero(ids[1:] != ids[:-1] + 1).flatten() + 1).tolist()
+        starts, ends = [0] + breaks, breaks + [ids.numel()]
+        self.bank_ranges = [[int(ids[a]), int(ids[b - 1]) + 1] for a, b in zip(starts, ends) if b > a]
+        self._after_load()
+
+    def _after_load(self) -> None:
+        runs = [torch.arange(a, b) for a, b in self.bank_ranges]
+        self._bank_ids = torch.cat(runs) if runs else torch.zeros(0, dtype=torch.int64)
 
     def plan(self, step: int, memory: SampleMemory | None) -> float:
         if self.bank_size == 0:
@@ -360,7 +394,7 @@ class ThresholdReplay(_StrategyBase):
         if memory is None:
             raise ValueError("threshold-triggered replay needs a SampleMemory")
         if self.pending == 0 and step - self.last_event >= self.min_gap:
-            mean_strength = float(memory.strength(self.bank_ids, step).mean())
+            mean_strength = float(memory.strength(self._bank_ids, step).mean())
             if mean_strength < self.threshold:
                 self.pending, self.last_event = self.event_steps, step
         if self.pending == 0:
@@ -383,6 +417,7 @@ class LossTriggeredReplay(_StrategyBase):
 
     def __post_init__(self) -> None:
         self.name = "loss"
+        self._check()
         if self.probe_interval < 1:
             raise ValueError(f"probe_interval must be >= 1, got {self.probe_interval}")
         if self.threshold < 0:
@@ -422,6 +457,7 @@ class AccuracyTriggeredReplay(_StrategyBase):
 
     def __post_init__(self) -> None:
         self.name = "accuracy"
+        self._check()
         if self.eval_interval < 1:
             raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
         if self.drop < 0:

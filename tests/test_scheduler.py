@@ -4,8 +4,6 @@ The pinned semantics are DESIGN.md section 4; equations are cited by their ``\\l
 (``eq:interval_expand``, ``eq:ratio_decay_appendix``, ``eq:prob_weight``, ``eq:tau_star``). Expected values are
 worked out by hand in the comments (or by an independent transcription of the formula), not by the code under test.
 
-Tests marked ``xfail(strict=True)`` document defects found while writing this suite (see the reasons); they turn
-into failures (XPASS) the moment the defect is fixed, so the marker can be dropped then.
 """
 
 from __future__ import annotations
@@ -999,15 +997,7 @@ def test_state_dict_round_trip_mid_stage(name, kwargs, tmp_path):
     assert _drive(a, memory_a, bank, range(301, 401)) == _drive(b, memory_b, bank, range(301, 401))
 
 
-_TENSOR_STATE = pytest.mark.xfail(
-    strict=True,
-    reason="ThresholdReplay.state_dict holds bank_ids as a torch.Tensor (added with the bank-ids fix); the "
-    "strategies' state is meant to be JSON primitives only (a list of ids would do)",
-)
-PRIMITIVE_CASES = [
-    pytest.param(n, k, id=i, marks=_TENSOR_STATE if k.get("interval_pattern") == "threshold" else ())
-    for (n, k), i in zip(STATE_CASES, STATE_IDS)
-]
+PRIMITIVE_CASES = [pytest.param(n, k, id=i) for (n, k), i in zip(STATE_CASES, STATE_IDS)]
 
 
 @pytest.mark.parametrize("name, kwargs", PRIMITIVE_CASES)
@@ -1054,14 +1044,7 @@ def test_state_round_trip_keeps_trigger_state():
     assert restored.plan(71, memory) > 0
 
 
-_ALIASING = pytest.mark.xfail(
-    strict=True,
-    reason="AccuracyTriggeredReplay.state_dict returns its live `best` dict and load_state_dict stores the caller's "
-    "dict, so a saved state keeps changing after it is taken and a restored strategy shares it",
-)
-SNAPSHOT_CASES = [
-    pytest.param(n, k, id=i, marks=_ALIASING if n == "accuracy" else ()) for (n, k), i in zip(STATE_CASES, STATE_IDS)
-]
+SNAPSHOT_CASES = [pytest.param(n, k, id=i) for (n, k), i in zip(STATE_CASES, STATE_IDS)]
 
 
 @pytest.mark.parametrize("name, kwargs", SNAPSHOT_CASES)
@@ -1080,14 +1063,13 @@ def test_state_dict_is_a_snapshot(name, kwargs):
     assert _same(b.state_dict(), frozen)
 
 
-@_ALIASING
 def test_accuracy_state_dict_aliasing_repro():
     a = build("accuracy")
     a.begin_stage(0, 100, BANK)
     a.observe(10, ReplaySignals(scores={"t": 0.5}))
     state = a.state_dict()
     a.observe(20, ReplaySignals(scores={"t": 0.9}))
-    assert state["best"] == {"t": 0.5}  # actually {"t": 0.9}: the live dict
+    assert state["best"] == {"t": 0.5}  # a snapshot, not the live dict
 
 
 @pytest.mark.parametrize("source", ALL_NAMES)
@@ -1103,11 +1085,6 @@ def test_loading_another_strategys_state_raises(source):
         build(source).load_state_dict({})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ThresholdReplay and IntervalReplay share the name 'mssr_full'/'mssr_sch', so one's state loads into the "
-    "other without error and the restored object silently keeps its own schedule",
-)
 def test_threshold_state_does_not_load_into_interval_strategy():
     state = build("mssr_full", interval_pattern="threshold").state_dict()
     with pytest.raises(ValueError):
@@ -1218,11 +1195,6 @@ def test_build_rejects_lambda_min_above_lambda0(name):
     build(name, lambda0=0.2, lambda_min=0.2)  # equal is fine (constant ratio)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ThresholdReplay does not validate lambda_min <= lambda0, so its ratio can exceed lambda0 "
-    "(DESIGN 4: the ratio is bounded by lambda0)",
-)
 @pytest.mark.parametrize("name", ["mssr_sch", "mssr_full"])
 def test_build_threshold_rejects_lambda_min_above_lambda0(name):
     with pytest.raises(ValueError, match="lambda_min"):
@@ -1235,11 +1207,6 @@ def test_build_rejects_zero_event_steps(name):
         build(name, event_steps=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loss, accuracy and threshold strategies accept event_steps=0 and then silently never replay "
-    "(the interval strategies reject it)",
-)
 @pytest.mark.parametrize(
     "name, kwargs", [("loss", {}), ("accuracy", {}), ("mssr_full", {"interval_pattern": "threshold"})]
 )
@@ -1254,3 +1221,32 @@ def test_begin_stage_rejects_negative():
             build(name).begin_stage(-1, 10, BANK)
         with pytest.raises(ValueError):
             build(name).begin_stage(0, -10, BANK)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [(dict(first_interval=0.3), "first_interval"), (dict(first_interval=math.inf), "first_interval"),
+     (dict(eta_p=math.nan), "eta_p"), (dict(rho_p=math.nan), "rho_p")],
+)  # fmt: skip
+def test_interval_steps_names_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        interval_steps(**kwargs)
+
+
+def test_negative_k_is_refused():
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="k must be"):
+        uniform_choice(torch.arange(5), -1, g)
+    with pytest.raises(ValueError, match="k must be"):
+        weighted_choice(torch.arange(5), torch.zeros(5, dtype=torch.float64), -1, g)
+
+
+def test_explicit_pattern_with_step_zero_fails_at_build():
+    with pytest.raises(ValueError, match=">= 1"):
+        build("mssr_full", interval_pattern=[0, 5])
+
+
+@pytest.mark.parametrize("name", ["loss", "accuracy"])
+def test_triggered_strategies_bound_lambda0(name):
+    with pytest.raises(ValueError, match="lambda0"):
+        build(name, lambda0=1.5)
