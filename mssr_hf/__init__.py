@@ -1,6 +1,8 @@
 """mssr_hf: memory-aware adaptive replay (MSSR) for continual LLM fine-tuning on the Hugging Face stack."""
 
 from .memory import SampleMemory
+from .mssr_config import MSSRConfig
+from .mssr_trainer import MSSRTrainer
 from .scheduler import (
     STRATEGY_NAMES,
     AccuracyTriggeredReplay,
@@ -23,6 +25,8 @@ __all__ = [
     "AccuracyTriggeredReplay",
     "IntervalReplay",
     "LossTriggeredReplay",
+    "MSSRConfig",
+    "MSSRTrainer",
     "NoReplay",
     "ReplaySignals",
     "ReplayStrategy",

@@ -89,7 +89,11 @@ class MSSRConfig(SFTConfig):
     """
 
     replay_strategy: str = field(
-        default="mssr_full", metadata={"help": "Replay strategy.", "choices": list(STRATEGY_NAMES)}
+        default="mssr_full",
+        metadata={
+            "help": "none, fixed, loss, accuracy, mssr_sch, mssr_spl or mssr_full.",
+            "choices": list(STRATEGY_NAMES),
+        },
     )
     replay_id_column: str = field(default="mssr_id", metadata={"help": "Column with each sample's memory id."})
 

@@ -1,0 +1,198 @@
+"""``mssr-hf``: train a task sequence, evaluate a stage, re-render a report, or run the demo.
+
+mssr-hf train CONFIG.yaml [--field value ...]   # YAML and flags fill RunnerArguments, MSSRConfig, ModelConfig
+mssr-hf eval OUTPUT_DIR [--stage K] [--eval_size N]
+mssr-hf report OUTPUT_DIR
+mssr-hf demo [--quick] [--output_dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class RunnerArguments:
+    """What a continual run adds to `MSSRConfig` and TRL's `ModelConfig`."""
+
+    tasks: list[str] = field(
+        default_factory=lambda: ["demo_3"],
+        metadata={"help": "Task names or one sequence name (e.g. paper_3, paper_11, demo_3)."},
+    )
+    probe_task: str | None = field(default=None, metadata={"help": "Evaluated after each stage, never trained."})
+    eval_size: int | None = field(default=100, metadata={"help": "Evaluation examples per task (None: all)."})
+    train_size: int | None = field(default=None, metadata={"help": "Training examples per task (None: all)."})
+    eval_batch_size: int = field(default=16, metadata={"help": "Generation batch size at evaluation."})
+    accuracy_eval_size: int = field(default=32, metadata={"help": "Examples per earlier task for `accuracy`."})
+
+
+def _fail(message: str) -> int:
+    print(f"mssr-hf: error: {message}", file=sys.stderr)
+    return 2
+
+
+def parse_train_args(argv: list[str]):
+    """YAML + flags -> (RunnerArguments, MSSRConfig, ModelConfig), as TRL's scripts do."""
+    from trl import ModelConfig, TrlParser
+
+    from .mssr_config import MSSRConfig
+
+    if argv and not argv[0].startswith("-"):
+        config, argv = argv[0], argv[1:]
+        if not Path(config).is_file():
+            raise FileNotFoundError(f"config file {config} not found")
+        argv = ["--config", config, *argv]
+    parser = TrlParser((RunnerArguments, MSSRConfig, ModelConfig), prog="mssr-hf train")
+    return parser.parse_args_and_config(args=argv)
+
+
+def build_runner(runner_args: RunnerArguments, args, model_args, hub_api=None):
+    """A ContinualRunner from parsed arguments (LoRA / QLoRA from TRL's ModelConfig)."""
+    import torch
+    from trl import get_peft_config, get_quantization_config
+
+    from .continual import ContinualRunner
+
+    if model_args.model_name_or_path is None:
+        raise ValueError("model_name_or_path is required (a local folder or a Hub id)")
+    dtype = model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
+    init = {"dtype": dtype, "revision": model_args.model_revision, "trust_remote_code": args.trust_remote_code}
+    quantization = get_quantization_config(model_args)
+    if quantization is not None:
+        init["quantization_config"] = quantization
+    tasks = runner_args.tasks[0] if len(runner_args.tasks) == 1 else runner_args.tasks
+    return ContinualRunner(
+        model_args.model_name_or_path, tasks, args, peft_config=get_peft_config(model_args),
+        probe_task=runner_args.probe_task, eval_size=runner_args.eval_size, train_size=runner_args.train_size,
+        eval_batch_size=runner_args.eval_batch_size, accuracy_eval_size=runner_args.accuracy_eval_size,
+        model_init_kwargs={k: v for k, v in init.items() if v is not None}, hub_api=hub_api,
+    )  # fmt: skip
+
+
+def cmd_train(argv: list[str]) -> int:
+    runner_args, args, model_args = parse_train_args(argv)
+    results = build_runner(runner_args, args, model_args).run()
+    print(format_results(results))
+    return 0
+
+
+def cmd_report(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mssr-hf report", description="Re-render tables and plots of a run.")
+    parser.add_argument("output_dir")
+    ns = parser.parse_args(argv)
+    path = Path(ns.output_dir) / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: is {ns.output_dir} the output_dir of a run?")
+    from .plotting import render_plots
+
+    results = json.loads(path.read_text())
+    plots = render_plots(ns.output_dir, results)
+    report = write_report(Path(ns.output_dir), {results.get("strategy", "run"): results}, plots)
+    print(format_results(results))
+    print(f"report: {report}")
+    return 0
+
+
+def cmd_eval(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mssr-hf eval", description="Evaluate a finished stage on its tasks.")
+    parser.add_argument("output_dir")
+    parser.add_argument("--stage", type=int, default=None, help="stage index (default: the last finished one)")
+    parser.add_argument("--eval_size", type=int, default=None, help="examples per task (default: the run's)")
+    parser.add_argument("--eval_batch_size", type=int, default=16)
+    ns = parser.parse_args(argv)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .evaluation import evaluate_task
+    from .tasks import get_sequence
+
+    root = Path(ns.output_dir)
+    config_path = root / "run_config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} not found: is {root} the output_dir of a run?")
+    config = json.loads(config_path.read_text())["config"]
+    stages = sorted(p for p in root.glob("stage-*") if (p / "metrics.json").is_file())
+    if not stages:
+        raise ValueError(f"{root} has no finished stage")
+    stage_dir = (
+        stages[-1]
+        if ns.stage is None
+        else next((p for p in stages if p.name.startswith(f"stage-{ns.stage:02d}-")), None)
+    )
+    if stage_dir is None:
+        raise ValueError(f"stage {ns.stage} of {root} is not finished (finished: {[p.name for p in stages]})")
+    tokenizer = AutoTokenizer.from_pretrained(stage_dir)
+    if (stage_dir / "adapter_config.json").is_file():
+        from peft import AutoPeftModelForCausalLM
+
+        model = AutoPeftModelForCausalLM.from_pretrained(stage_dir)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(stage_dir)
+    stage = int(stage_dir.name.split("-")[1])
+    size = ns.eval_size if ns.eval_size is not None else config["eval_size"]
+    for task in get_sequence(config["tasks"])[: stage + 1]:
+        _, examples = task.load(0, size)
+        print(f"{task.name}\t{evaluate_task(model, tokenizer, task, examples, ns.eval_batch_size):.4f}")
+    return 0
+
+
+def cmd_demo(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mssr-hf demo", description="none vs mssr_full on three offline tasks.")
+    parser.add_argument("--quick", action="store_true", help="the tiny random model, under a minute")
+    parser.add_argument("--output_dir", default=None, help="default: mssr_demo (or mssr_demo_quick)")
+    ns = parser.parse_args(argv)
+    from .demo import run_demo
+
+    run_demo(quick=ns.quick, output_dir=ns.output_dir)
+    return 0
+
+
+def format_results(results: dict) -> str:
+    """The accuracy matrix and summary metrics as plain text."""
+    tasks = results["tasks"]
+    width = max(8, *(len(t) for t in tasks))
+    lines = [
+        f"strategy: {results.get('strategy')}",
+        "after stage".ljust(14) + "".join(t.rjust(width + 2) for t in tasks),
+    ]
+    for stage, row in enumerate(results["matrix"]):
+        cells = "".join(
+            ("–" if i > stage or row[i] is None else f"{row[i]:.3f}").rjust(width + 2) for i in range(len(tasks))
+        )
+        lines.append(f"{stage} {tasks[stage]}"[:14].ljust(14) + cells)
+    for key, value in results.get("metrics", {}).items():
+        lines.append(f"{key}: {value:.4f}")
+    return "\n".join(lines)
+
+
+def write_report(output_dir: Path, runs: dict[str, dict], plots: list[Path]) -> Path:
+    """A Markdown report: each run's matrix and metrics, and the plots."""
+    lines = ["# mssr-hf report", ""]
+    for name, results in runs.items():
+        lines += [f"## {name}", "", "```", format_results(results), "```", ""]
+    for plot in plots:
+        lines += [f"![{plot.stem}]({plot.relative_to(output_dir) if plot.is_relative_to(output_dir) else plot})", ""]
+    path = output_dir / "report.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "report": cmd_report, "demo": cmd_demo}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except (FileNotFoundError, ValueError, ModuleNotFoundError) as error:
+        return _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""TaskSpec: where a task's data comes from, how a row becomes a training example, and how an answer is scored."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+
+METRICS = ("exact_match", "squad_f1", "bleu", "rouge_l", "choice")
+_FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+Source = str | os.PathLike | Dataset | DatasetDict | Callable[[], Dataset | DatasetDict]
+
+
+def load_source(source: Source, subset: str | None = None) -> Dataset | DatasetDict:
+    """Raw rows from a ``datasets.Dataset``/``DatasetDict``, a callable returning one, a ``save_to_disk`` folder,
+    a local JSON/JSONL/CSV/Parquet file, or a Hub dataset id (with optional ``subset``)."""
+    if isinstance(source, (Dataset, DatasetDict)):
+        return source
+    if callable(source):
+        return source()
+    path = Path(source)
+    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
+        return load_from_disk(str(path))
+    if path.suffix in _FILE_FORMATS:
+        if not path.is_file():
+            raise FileNotFoundError(f"task data file {path} does not exist")
+        return load_dataset(_FILE_FORMATS[path.suffix], data_files=str(path))
+    return load_dataset(str(source), subset)
+
+
+def identity(text: str) -> str:
+    return text
+
+
+@dataclass
+class TaskSpec:
+    """One task of a continual sequence.
+
+    Args:
+        name (`str`): short name used in results, directory names and logs.
+        source: where the rows come from (see :func:`load_source`).
+        to_example (`Callable[[dict], dict]`): raw row -> ``{"prompt": str, "completion": str, "reference": str |
+            list[str]}`` (plus ``"choices": list[str]`` for multiple choice). ``completion`` is the supervised target;
+            ``reference`` is what a generated answer is scored against.
+        metric (`str`, *optional*, defaults to `"exact_match"`): `exact_match`, `squad_f1`, `bleu`, `rouge_l` or
+            `choice`.
+        extract_answer (`Callable[[str], str]`, *optional*): generated text -> the answer to score.
+        max_new_tokens (`int`, *optional*, defaults to `32`): generation length at evaluation.
+        subset (`str`, *optional*): Hub configuration name.
+        train_split (`str`, *optional*, defaults to `"train"`), eval_split (`str`, *optional*): splits; without an
+            evaluation split, 5% of the training rows (seed 42) are held out.
+        chat (`bool`, *optional*, defaults to `False`): train on chat ``messages`` instead of prompt/completion.
+        description (`str`, *optional*): one line for model cards.
+    """
+
+    name: str
+    source: Source
+    to_example: Callable[[dict], dict]
+    metric: str = "exact_match"
+    extract_answer: Callable[[str], str] = identity
+    max_new_tokens: int = 32
+    subset: str | None = None
+    train_split: str = "train"
+    eval_split: str | None = None
+    chat: bool = False
+    description: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"TaskSpec {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
+        if not self.name or "/" in self.name:
+            raise ValueError(f"TaskSpec name must be a non-empty string without '/', got {self.name!r}")
+
+    def load(
+        self, max_train: int | None = None, max_eval: int | None = None, seed: int = 42
+    ) -> tuple[Dataset | None, Dataset]:
+        """Formatted ``(train, eval)`` datasets: columns ``prompt``, ``completion``, ``reference`` (and ``choices``),
+        or ``messages`` + ``reference`` when ``chat``. The 95/5 split uses ``seed`` 42 as in the paper (App. C)."""
+        raw = load_source(self.source, self.subset)
+        if isinstance(raw, DatasetDict):
+            if self.train_split not in raw:
+                raise ValueError(f"task {self.name!r}: no split {self.train_split!r} (has {list(raw)})")
+            train, evaluation = raw[self.train_split], raw[self.eval_split] if self.eval_split else None
+        else:
+            train, evaluation = raw, None
+        if evaluation is None:
+            parts = train.train_test_split(test_size=0.05, seed=seed)
+            train, evaluation = parts["train"], parts["test"]
+        if max_train is not None:
+            train = train.select(range(min(max_train, len(train))))
+        if max_eval is not None:
+            evaluation = evaluation.select(range(min(max_eval, len(evaluation))))
+        # max_train=0 asks for the evaluation rows only (e.g. a probe task that is never trained).
+        return (self._format(train) if len(train) else None), self._format(evaluation)
+
+    def _format(self, rows: Dataset) -> Dataset:
+        examples = [self.to_example(row) for row in rows]
+        examples = [e for e in examples if e is not None and e["completion"].strip()]
+        if not examples:
+            raise ValueError(f"task {self.name!r}: no usable rows after formatting")
+        if self.chat:
+            examples = [
+                {
+                    "messages": [
+                        {"role": "user", "content": e["prompt"]},
+                        {"role": "assistant", "content": e["completion"]},
+                    ],
+                    **{k: v for k, v in e.items() if k not in ("prompt", "completion")},
+                }
+                for e in examples
+            ]
+        for e in examples:
+            if isinstance(e.get("reference"), str):
+                e["reference"] = [e["reference"]]
+        return Dataset.from_list(examples)
+
+    def score(self, predictions: Sequence[str], examples: Sequence[dict]) -> float:
+        """The task's metric over generated ``predictions`` for ``examples`` (rows of :meth:`load`'s eval set)."""
+        from .. import metrics
+
+        if len(predictions) != len(examples):
+            raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+        if not predictions:
+            return float("nan")
+        answers = [self.extract_answer(p) for p in predictions]
+        refs = [e["reference"] for e in examples]
+        if self.metric == "exact_match":
+            return sum(max(metrics.exact_match(a, r) for r in ref) for a, ref in zip(answers, refs)) / len(answers)
+        if self.metric == "squad_f1":
+            return sum(metrics.squad_f1(a, ref) for a, ref in zip(answers, refs)) / len(answers)
+        if self.metric == "bleu":
+            return metrics.bleu(answers, [ref[0] for ref in refs])
+        if self.metric == "rouge_l":
+            return metrics.rouge_l(answers, [ref[0] for ref in refs])
+        choices = [e.get("choices") for e in examples]
+        return metrics.choice_accuracy(answers, [ref[0] for ref in refs], choices if all(choices) else None)

@@ -1,0 +1,155 @@
+"""ContinualRunner end to end on the tiny model: stage directories, adapters, cards, results, resume, config guard,
+publishing to a stand-in Hub client."""
+
+import json
+
+import pytest
+import torch
+import yaml
+from datasets import Dataset
+from peft import LoraConfig, PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+
+from conftest import arithmetic_rows
+from mssr_hf import metrics
+from mssr_hf.continual import ContinualRunner
+from mssr_hf.mssr_config import MSSRConfig
+from mssr_hf.state_io import load_state
+from mssr_hf.tasks import TaskSpec
+
+pytestmark = pytest.mark.slow
+
+
+def arithmetic_task(op: str, seed: int) -> TaskSpec:
+    def to_example(row):
+        return {"prompt": row["prompt"], "completion": row["completion"], "reference": row["completion"].strip()}
+
+    return TaskSpec(name={"+": "add", "-": "sub", "*": "mul"}[op], source=Dataset.from_list(arithmetic_rows(60, op, seed)),
+                    to_example=to_example, max_new_tokens=4)  # fmt: skip
+
+
+TASKS = [arithmetic_task("+", 1), arithmetic_task("-", 2), arithmetic_task("*", 3)]
+
+
+def run_args(out, **overrides):
+    base = dict(
+        output_dir=str(out), report_to=[], bf16=False, use_cpu=True, gradient_checkpointing=False,
+        per_device_train_batch_size=4, gradient_accumulation_steps=1, max_steps=6, logging_steps=1,
+        save_strategy="steps", save_steps=2, learning_rate=2e-3, max_length=32, disable_tqdm=True, seed=11,
+        replay_strategy="mssr_full", replay_first_interval=1, replay_refresh_interval=2, replay_buffer_size=16,
+        replay_lambda0=0.5,
+    )  # fmt: skip
+    return MSSRConfig(**{**base, **overrides})
+
+
+def runner(model_dir, out, callbacks=None, hub_api=None, **overrides):
+    return ContinualRunner(
+        model_dir, TASKS, run_args(out, **overrides), tokenizer=AutoTokenizer.from_pretrained(model_dir),
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), eval_size=6,
+        eval_batch_size=4, callbacks=callbacks, hub_api=hub_api,
+    )  # fmt: skip
+
+
+class KillAt(TrainerCallback):
+    """Simulates a crash: raises inside stage `stage` after optimizer step `step`."""
+
+    def __init__(self, stage_dir_name, step):
+        self.stage_dir_name, self.step = stage_dir_name, step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stage_dir_name in args.output_dir and state.global_step == self.step:
+            raise RuntimeError("killed")
+
+
+class RecordingHub:
+    def __init__(self):
+        self.calls = []
+
+    def create_repo(self, repo_id, **kwargs):
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def create_branch(self, repo_id, branch, **kwargs):
+        self.calls.append(("create_branch", repo_id, branch))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs["repo_id"], kwargs.get("revision"), kwargs["folder_path"]))
+
+
+def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
+    hub = RecordingHub()
+    out = tmp_path / "run"
+    results = runner(tiny_model_dir, out, hub_api=hub, push_to_hub=True, hub_model_id="me/mssr-run").run()
+
+    stage_dirs = sorted(p.name for p in out.glob("stage-*"))
+    assert stage_dirs == ["stage-00-add", "stage-01-sub", "stage-02-mul"]
+    for k, name in enumerate(stage_dirs):
+        stage = out / name
+        for f in ("adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "memory.safetensors",
+                  "memory.json", "metrics.json", "README.md"):  # fmt: skip
+            assert (stage / f).is_file(), (name, f)
+        # Each stage's adapter loads onto the base model.
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(stage))
+        assert any("lora_A" in n for n, _ in model.named_parameters())
+        card = (stage / "README.md").read_text()
+        front = yaml.safe_load(card.split("---")[1])
+        assert front["base_model"] == tiny_model_dir and front["library_name"] == "peft"
+        memory = load_state(stage, "memory")
+        assert memory["stability"].numel() == 57 * (k + 1)  # 60 rows, 95% kept for training
+
+    # Results: a lower-triangular matrix, metrics computed from it, one record per stage, replay after stage 0.
+    assert results == json.loads((out / "results.json").read_text())
+    matrix = results["matrix"]
+    assert [len(row) for row in matrix] == [3, 3, 3]
+    assert all(v is None or v != v for v in (matrix[0][1], matrix[0][2], matrix[1][2]))  # NaN / null: not seen yet
+    lower = [row[: i + 1] for i, row in enumerate(matrix)]
+    assert results["metrics"] == pytest.approx(metrics.summarize(lower))
+    stages = results["stages"]
+    assert [s["strategy"] for s in stages] == ["none", "mssr_full", "mssr_full"]
+    assert stages[0]["replayed_samples"] == 0 and stages[1]["replayed_samples"] > 0
+    assert [s["step_offset"] for s in stages] == [0, 6, 12]
+    for plot in ("accuracy_matrix.png", "task_scores.png", "replay_timeline.png"):
+        assert (out / "plots" / plot).stat().st_size > 0
+
+    # Published: one branch per stage plus main.
+    branches = [c[2] for c in hub.calls if c[0] == "create_branch"]
+    assert branches == ["stage-00-add", "stage-01-sub", "stage-02-mul"]
+    uploads = [(c[2], c[3]) for c in hub.calls if c[0] == "upload_folder"]
+    assert ("stage-02-mul", str(out / "stage-02-mul")) in uploads and ("main", str(out / "stage-02-mul")) in uploads
+
+
+def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):
+    straight = runner(tiny_model_dir, tmp_path / "straight").run()
+
+    out = tmp_path / "killed"
+    with pytest.raises(RuntimeError, match="killed"):
+        runner(tiny_model_dir, out, callbacks=[KillAt("stage-01-sub", 5)]).run()
+    assert (out / "stage-00-add" / "metrics.json").is_file()
+    assert not (out / "stage-01-sub" / "metrics.json").is_file()
+    assert (out / "stage-01-sub" / "checkpoints" / "checkpoint-4").is_dir()
+    adapter_before = (out / "stage-00-add" / "adapter_model.safetensors").read_bytes()
+
+    resumed = runner(tiny_model_dir, out).run()
+    assert (out / "stage-00-add" / "adapter_model.safetensors").read_bytes() == adapter_before  # not retrained
+    assert resumed["matrix"] == straight["matrix"] or _nan_equal(resumed["matrix"], straight["matrix"])
+    assert resumed["metrics"] == pytest.approx(straight["metrics"])
+    for key in ("replayed_samples", "replay_steps", "steps", "step_offset"):
+        assert [s[key] for s in resumed["stages"]] == [s[key] for s in straight["stages"]]
+    a = load_state(out / "stage-02-mul", "memory")
+    b = load_state(tmp_path / "straight" / "stage-02-mul", "memory")
+    for key, value in a.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.allclose(value.double(), b[key].double(), atol=1e-9, rtol=0) or torch.equal(value, b[key]), key
+
+
+def _nan_equal(a, b):
+    return all((x == y) or (x != x and y != y) or (x is None and y is None) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def test_changed_config_in_same_directory_is_refused(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="killed"):
+        runner(tiny_model_dir, out, callbacks=[KillAt("stage-00-add", 1)]).run()
+    with pytest.raises(ValueError, match="learning_rate"):
+        runner(tiny_model_dir, out, learning_rate=1e-4).run()
+    with pytest.raises(ValueError, match="replay_lambda0"):
+        runner(tiny_model_dir, out, replay_lambda0=0.2).run()
