@@ -7,7 +7,7 @@ Time is the global optimizer step. Retention is stored lazily (App. A, "Lazy upd
 anchor ``(anchor_step, log m_anchor)`` and its current hazard ``h``; ``m(t) = exp(log m_anchor - h (t - anchor))``.
 Everything is kept in log space, so no output overflows or underflows however long a sample goes unreviewed.
 
-This module imports torch only: tensors in, tensors out.
+This module imports torch and numpy only: tensors in, tensors out.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 PHI_CHOICES = ("sigmoid", "identity", "power", "log")
@@ -54,25 +55,25 @@ def ema_loss_update(ema: torch.Tensor, loss: torch.Tensor, seen: torch.Tensor, b
 def loss_quantiles(values: torch.Tensor, q_low: float, q_high: float) -> tuple[float, float]:
     r"""The quantiles $Q_{q_l}, Q_{q_u}$ of ``eq:quantile_app``, with linear interpolation (as ``torch.quantile``).
 
-    Uses two order-statistic selections per quantile instead of a full sort, so it is O(n) and has no size limit.
+    One selection pass (``numpy.partition`` at the four order statistics needed) instead of a sort: O(n), no size
+    limit, and bit-identical to linear interpolation between the neighbouring order statistics.
 
     Args:
         values (`torch.Tensor`): EMA losses of the seen samples, shape ``(n,)``, n >= 1.
         q_low (`float`), q_high (`float`): quantile levels $q_l \le q_u$ in [0, 1].
     """
-    n = values.numel()
+    array = values.detach().to(torch.float64).cpu().numpy()
+    n = array.size
+    positions = [q * (n - 1) for q in (q_low, q_high)]
+    ranks = sorted({min(math.floor(p) + j, n - 1) for p in positions for j in (0, 1)})
+    ordered = np.partition(array, ranks)
 
-    def quantile(q: float) -> float:
-        pos = q * (n - 1)
+    def quantile(pos: float) -> float:
         lo = math.floor(pos)
         hi = min(lo + 1, n - 1)
-        v_lo = torch.kthvalue(values, lo + 1).values.item()
-        if hi == lo or pos == lo:
-            return v_lo
-        v_hi = torch.kthvalue(values, hi + 1).values.item()
-        return v_lo + (pos - lo) * (v_hi - v_lo)
+        return float(ordered[lo] + (pos - lo) * (ordered[hi] - ordered[lo]))
 
-    return quantile(q_low), quantile(q_high)
+    return quantile(positions[0]), quantile(positions[1])
 
 
 def normalized_loss(ema: torch.Tensor, q_low: float, q_high: float) -> torch.Tensor:
@@ -372,38 +373,54 @@ class SampleMemory:
         """Fold per-sample losses into the EMA (``eq:ema_app``). Non-finite losses are skipped and counted in
         :attr:`skipped_losses`, never written. An id given more than once in one call is one observation of the
         mean of its finite losses. Returns how many losses were skipped."""
+        uniq, mean, skipped = self._finite_losses(ids, losses, step)
+        if uniq.numel():
+            self._observe_unique(uniq, mean)
+        return skipped
+
+    def expose(self, ids: Any, losses: Any, step: int) -> int:
+        """One training exposure at ``step``: :meth:`observe` the losses, then :meth:`review` the samples whose loss
+        was finite; validates and deduplicates once. Returns how many losses were skipped."""
+        uniq, mean, skipped = self._finite_losses(ids, losses, step)
+        if uniq.numel():
+            self._observe_unique(uniq, mean)
+            self._review_unique(uniq, self.clock)
+        return skipped
+
+    def _finite_losses(self, ids: Any, losses: Any, step: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Validated, deduplicated ids with a finite loss and their mean loss; counts and drops the rest."""
         ids = self._ids(ids)
         losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
         if losses.numel() != ids.numel():
             raise ValueError(
                 f"ids and losses must have the same length, got {ids.numel()} ids and {losses.numel()} losses"
             )
-        step = self._step(step)
+        self.clock = self._step(step)
         finite = torch.isfinite(losses)
-        skipped = int((~finite).sum())
+        skipped = int(finite.numel() - finite.sum())
         self.skipped_losses += skipped
-        self.clock = step
-        ids, losses = ids[finite], losses[finite]
-        if ids.numel() == 0:
-            return skipped
+        if skipped:
+            ids, losses = ids[finite], losses[finite]
         uniq, inverse = torch.unique(ids, return_inverse=True)
+        if uniq.numel() == ids.numel():  # no duplicates: scatter the losses into sorted-id order
+            return uniq, torch.empty_like(losses).index_copy_(0, inverse, losses), skipped
         total = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, losses)
         count = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, torch.ones_like(losses))
-        mean = total / count
+        return uniq, total / count, skipped
+
+    def _observe_unique(self, uniq: torch.Tensor, mean: torch.Tensor) -> None:
         self.ema_loss[uniq] = ema_loss_update(self.ema_loss[uniq], mean, self.seen[uniq], self.ema_beta)
         self.seen[uniq] = True
-        self.clock = step
-        return skipped
 
-    def normalized_loss(self, ids: torch.Tensor) -> torch.Tensor:
-        """$\\hat\\ell$ for ``ids`` with the quantiles of the latest :meth:`update_hazard`; 0.5 for never-seen samples
-        and before the first update."""
-        half = torch.full((ids.numel(),), 0.5, dtype=torch.float64)
+    def normalized_loss(self, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """$\\hat\\ell$ for ``ids`` (all samples if ``None``) with the quantiles of the latest :meth:`update_hazard`;
+        0.5 for never-seen samples and before the first update."""
+        seen, ema = (self.seen, self.ema_loss) if ids is None else (self.seen[ids], self.ema_loss[ids])
         if self.loss_range is None:
-            return half
-        return torch.where(self.seen[ids], normalized_loss(self.ema_loss[ids], *self.loss_range), half)
+            return torch.full_like(ema, 0.5)
+        return torch.where(seen, normalized_loss(ema, *self.loss_range), 0.5)
 
-    def _hazard_of(self, ids: torch.Tensor, stability: torch.Tensor) -> torch.Tensor:
+    def _hazard_of(self, ids: torch.Tensor | None, stability: torch.Tensor) -> torch.Tensor:
         phi = difficulty(self.normalized_loss(ids), self.phi, self.phi_k, self.phi_c, self.phi_p, self.phi_kappa)
         return hazard(phi, stability, self.alpha, self.gamma_d)
 
@@ -411,25 +428,25 @@ class SampleMemory:
         """Consolidate ``ids`` at ``step`` (``eq:reset_spacing``): $S$ grows by the spacing rule, $m$ resets to 1,
         the anchor and last review move to ``step``, and $h$ is recomputed from the new $S$. Ids are deduplicated."""
         ids = torch.unique(self._ids(ids))
-        step = self._step(step)
-        if ids.numel() == 0:
-            return
-        log_m = decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - self.anchor_step[ids]).double())
-        strength = torch.exp(log_m)
-        elapsed = (step - self.last_review[ids]).double()
+        self.clock = self._step(step)
+        if ids.numel():
+            self._review_unique(ids, self.clock)
+
+    def _review_unique(self, ids: torch.Tensor, step: int) -> None:
+        anchor, last = self.anchor_step[ids], self.last_review[ids]
+        log_m = decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - anchor).double())
         noise = None
         if self.sigma_s > 0:
             noise = torch.randn(ids.numel(), generator=self.generator, dtype=torch.float64) * self.sigma_s
         new_s = consolidated_stability(
-            self.stability[ids], strength, elapsed, eta_s=self.eta_s, s_max=self.s_max, beta_s=self.beta_s,
-            rho=self.rho, gamma_s=self.gamma_s, s_min=self.s_min, noise=noise,
+            self.stability[ids], torch.exp(log_m), (step - last).double(), eta_s=self.eta_s, s_max=self.s_max,
+            beta_s=self.beta_s, rho=self.rho, gamma_s=self.gamma_s, s_min=self.s_min, noise=noise,
         )  # fmt: skip
         self.stability[ids] = new_s
         self.log_m_anchor[ids] = 0.0
         self.anchor_step[ids] = step
         self.last_review[ids] = step
         self.hazard[ids] = self._hazard_of(ids, new_s)
-        self.clock = step
 
     def update_hazard(self, step: int) -> None:
         """Epoch-level update at ``step`` for every sample (``eq:epoch_update``, right endpoint): recompute the
@@ -439,9 +456,9 @@ class SampleMemory:
         step = self._step(step)
         if bool(self.seen.any()):
             self.loss_range = loss_quantiles(self.ema_loss[self.seen], *self.quantiles)
-        all_ids = torch.arange(len(self))
-        h_new = self._hazard_of(all_ids, self.stability)
-        self.log_m_anchor = decayed_log_strength(self.log_m_anchor, h_new, (step - self.anchor_step).double())
+        h_new = self._hazard_of(None, self.stability)
+        elapsed = self.anchor_step.double().neg_().add_(step)  # t - t_anchor, one bank-sized temporary
+        self.log_m_anchor = decayed_log_strength(self.log_m_anchor, h_new, elapsed)
         self.anchor_step.fill_(step)
         self.hazard = h_new
         self.clock = step
@@ -450,8 +467,10 @@ class SampleMemory:
 
     def log_strength(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
         """$\\log m$ of ``ids`` (all samples if ``None``) at ``step`` (the latest update step if ``None``)."""
-        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
         step = self.clock if step is None else self._step(step)
+        if ids is None:  # the whole bank: no index copies
+            return decayed_log_strength(self.log_m_anchor, self.hazard, (step - self.anchor_step).double())
+        ids = self._ids(ids)
         return decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - self.anchor_step[ids]).double())
 
     def strength(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
@@ -461,12 +480,13 @@ class SampleMemory:
     def replay_log_weights(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
         """Unnormalised log replay weights of ``ids`` at ``step``: ``eq:prob_weight`` ($-\\zeta\\log m$) or the
         `gain` form. Shape ``(n,)``; use with Gumbel-top-k for sampling without replacement."""
-        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
         step = self.clock if step is None else self._step(step)
+        ids = None if ids is None else self._ids(ids)
         log_m = self.log_strength(ids, step)
         if self.weighting == "power":
             return power_log_weights(log_m, self.zeta)
-        return gain_log_weights(log_m, (step - self.last_review[ids]).double(), self.beta_m, self.rho)
+        last = self.last_review if ids is None else self.last_review[ids]
+        return gain_log_weights(log_m, (step - last).double(), self.beta_m, self.rho)
 
     def replay_weights(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
         """Replay probabilities $p_i$ over ``ids`` at ``step`` (``eq:prob_weight``): non-negative, summing to 1,

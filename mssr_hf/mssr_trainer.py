@@ -374,8 +374,7 @@ class MSSRTrainer(SFTTrainer):
         losses = torch.where(tokens > 0, nll.sum(-1) / tokens.clamp(min=1), torch.nan)  # (B,)
         ids, losses = self.accelerator.gather(ids), self.accelerator.gather(losses)  # same on every rank
         step = self.step_offset + self.state.global_step + 1  # the optimizer step this micro-batch belongs to
-        self.memory.observe(ids.cpu(), losses.cpu(), step)
-        self.memory.review(ids.cpu()[torch.isfinite(losses.cpu())], step)
+        self.memory.expose(ids.cpu(), losses.cpu(), step)  # observe, then review the finite ones
 
     # ------------------------------------------------------------------ logging
 

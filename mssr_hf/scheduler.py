@@ -129,8 +129,20 @@ def uniform_choice(candidates: torch.Tensor, k: int, generator: torch.Generator)
     """``min(k, n)`` distinct entries of ``candidates`` (shape ``(n,)``), uniformly without replacement."""
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
-    k = min(k, candidates.numel())
-    return candidates[torch.randperm(candidates.numel(), generator=generator)[:k]]
+    n = candidates.numel()
+    k = min(k, n)
+    if 4 * k > n:
+        return candidates[torch.randperm(n, generator=generator)[:k]]
+    # k << n: draw positions i.i.d. and keep first occurrences (sequential sampling without replacement), which
+    # touches O(k) memory instead of shuffling the whole bank.
+    picked = torch.zeros(0, dtype=torch.int64)
+    while picked.numel() < k:
+        draw = torch.cat([picked, torch.randint(n, (k + k // 2 + 8,), generator=generator)])
+        uniq, inverse = torch.unique(draw, return_inverse=True)
+        first = torch.full((uniq.numel(),), draw.numel(), dtype=torch.int64)
+        first.scatter_reduce_(0, inverse, torch.arange(draw.numel()), reduce="amin")
+        picked = uniq[torch.argsort(first)]
+    return candidates[picked[:k]]
 
 
 def weighted_choice(

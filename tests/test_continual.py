@@ -6,11 +6,11 @@ import json
 import pytest
 import torch
 import yaml
+from conftest import arithmetic_rows
 from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from conftest import arithmetic_rows
 from mssr_hf import metrics
 from mssr_hf.continual import ContinualRunner
 from mssr_hf.mssr_config import MSSRConfig
@@ -24,8 +24,9 @@ def arithmetic_task(op: str, seed: int) -> TaskSpec:
     def to_example(row):
         return {"prompt": row["prompt"], "completion": row["completion"], "reference": row["completion"].strip()}
 
-    return TaskSpec(name={"+": "add", "-": "sub", "*": "mul"}[op], source=Dataset.from_list(arithmetic_rows(60, op, seed)),
-                    to_example=to_example, max_new_tokens=4)  # fmt: skip
+    name = {"+": "add", "-": "sub", "*": "mul"}[op]
+    rows = Dataset.from_list(arithmetic_rows(60, op, seed))
+    return TaskSpec(name=name, source=rows, to_example=to_example, max_new_tokens=4)
 
 
 TASKS = [arithmetic_task("+", 1), arithmetic_task("-", 2), arithmetic_task("*", 3)]
@@ -138,11 +139,15 @@ def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):
     b = load_state(tmp_path / "straight" / "stage-02-mul", "memory")
     for key, value in a.items():
         if isinstance(value, torch.Tensor):
-            assert torch.allclose(value.double(), b[key].double(), atol=1e-9, rtol=0) or torch.equal(value, b[key]), key
+            assert torch.allclose(value.double(), b[key].double(), atol=1e-9, rtol=0) or torch.equal(value, b[key]), (
+                key
+            )
 
 
 def _nan_equal(a, b):
-    return all((x == y) or (x != x and y != y) or (x is None and y is None) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+    return all(
+        (x == y) or (x != x and y != y) or (x is None and y is None) for ra, rb in zip(a, b) for x, y in zip(ra, rb)
+    )
 
 
 def test_changed_config_in_same_directory_is_refused(tiny_model_dir, tmp_path):

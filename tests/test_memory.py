@@ -1033,3 +1033,24 @@ class TestBadInputs:
                 call()
         mem.update_hazard(step=10)  # the same step is fine
         assert len(mem) == 3 and mem.clock == 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), LOSS), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 9), LOSS), min_size=1, max_size=12),
+    st.floats(0.0, 0.5),
+)
+def test_expose_equals_observe_then_review_of_finite(first, second, sigma):
+    """expose() is observe() followed by review() of the ids whose loss was finite, state for state."""
+    a, b = SampleMemory(10, sigma_s=sigma, seed=3), SampleMemory(10, sigma_s=sigma, seed=3)
+    for step, batch in ((2, first), (9, second)):
+        ids = torch.tensor([i for i, _ in batch])
+        losses = torch.tensor([v for _, v in batch], dtype=torch.float64)
+        assert a.expose(ids, losses, step) == b.observe(ids, losses, step)
+        b.review(ids[torch.isfinite(losses)], step)
+        a.update_hazard(step + 1)
+        b.update_hazard(step + 1)
+    for key, value in a.state_dict().items():
+        other = b.state_dict()[key]
+        assert torch.equal(value, other) if isinstance(value, torch.Tensor) else value == other, key

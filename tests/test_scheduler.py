@@ -1250,3 +1250,19 @@ def test_explicit_pattern_with_step_zero_fails_at_build():
 def test_triggered_strategies_bound_lambda0(name):
     with pytest.raises(ValueError, match="lambda0"):
         build(name, lambda0=1.5)
+
+
+def test_uniform_choice_sparse_path_is_uniform_and_distinct():
+    """k << n takes the i.i.d.-draw path: still k distinct ids, each included with probability k / n."""
+    n, k, trials = 400, 8, 4000  # 4k <= n: the sparse path
+    g = torch.Generator().manual_seed(5)
+    counts = torch.zeros(n)
+    for _ in range(trials):
+        picked = uniform_choice(torch.arange(n), k, g)
+        assert picked.numel() == k and picked.unique().numel() == k
+        counts[picked] += 1
+    expected = trials * k / n  # 80 per id
+    # Binomial(4000, 0.02): sd = sqrt(4000 * 0.02 * 0.98) = 8.85; every id within 5 sd, and the chi-square near n-1.
+    assert (counts - expected).abs().max() < 5 * 8.85
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert 300 < chi2 < 520  # n - 1 = 399 degrees of freedom, roughly +-5 sd

@@ -39,13 +39,13 @@ class Recorder:
 
     def __init__(self, trainer):
         self.trainer, self.calls = trainer, []
-        observe = trainer.memory.observe
+        expose = trainer.memory.expose
 
-        def recording_observe(ids, losses, step):
+        def recording_expose(ids, losses, step):
             self.calls.append((step, ids.clone(), losses.clone()))
-            return observe(ids, losses, step)
+            return expose(ids, losses, step)
 
-        trainer.memory.observe = recording_observe
+        trainer.memory.expose = recording_expose
 
     def ids_by_step(self):
         out = {}
@@ -270,7 +270,8 @@ def test_lora_and_dataset_kinds(tiny_model_dir, tmp_path, kind):
     losses = torch.cat([losses for _, _, losses in recorder.calls])
     assert losses.numel() == 16 and torch.isfinite(losses).all() and (losses > 0).all()
     assert trainer.counters["replayed_samples"] == 4 * 2
-    assert int(trainer.memory.seen.sum()) == 16
+    trained = torch.cat([ids for _, ids, _ in recorder.calls]).unique()
+    assert torch.equal(torch.nonzero(trainer.memory.seen).flatten(), trained)
 
 
 def test_tensorboard_logs_replay_stats(tiny_model_dir, tmp_path):
@@ -370,3 +371,27 @@ def test_qlora_4bit_on_cpu(tiny_model_dir, tmp_path):
     assert losses.numel() == 16 and torch.isfinite(losses).all()
     assert trainer.counters["replayed_samples"] == 8
     assert len(step_losses(trainer)) == 4 and all(math.isfinite(v) for v in step_losses(trainer))
+
+
+def test_non_finite_losses_are_skipped_and_counted(tiny_model_dir, tmp_path):
+    """A row whose loss is inf/NaN is counted in memory/skipped_losses and neither observed nor reviewed."""
+    from types import SimpleNamespace
+
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=2), train_dataset=task, replay_dataset=bank,
+                          processing_class=tok)  # fmt: skip
+    before = trainer.memory.state_dict()
+    log_probs = torch.tensor([[-1.0, -3.0], [-float("inf"), -1.0], [float("nan"), -2.0]])  # (B=3, T-1=2)
+    output = SimpleNamespace(log_probs=log_probs, label_mask=torch.ones(3, 2, dtype=torch.bool))
+    trainer._observe(torch.tensor([50, 51, 52]), output)
+    memory = trainer.memory
+    assert memory.skipped_losses == 2
+    assert bool(memory.seen[50]) and not bool(memory.seen[51]) and not bool(memory.seen[52])
+    assert float(memory.ema_loss[50]) == pytest.approx(2.0)  # mean of 1 and 3
+    assert int(memory.last_review[50]) == 1
+    for i in (51, 52):  # untouched
+        assert float(memory.ema_loss[i]) == float(before["ema_loss"][i])
+        assert int(memory.last_review[i]) == int(before["last_review"][i])
+        assert float(memory.stability[i]) == float(before["stability"][i])
+    assert trainer.replay_stats()["memory/skipped_losses"] == 2
