@@ -604,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         pass
     command = shlex.join([str(shown), os.path.relpath(Path(__file__).resolve()), *sys.argv[1:]])
+    if os.environ.get("GLIBC_TUNABLES"):  # the allocator setting changes the results at large N: record it
+        command = f"GLIBC_TUNABLES={shlex.quote(os.environ['GLIBC_TUNABLES'])} {command}"
     results = []
     load_start = loadavg()
     for n in args.sizes:
