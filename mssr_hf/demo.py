@@ -27,7 +27,7 @@ def demo_settings(quick: bool) -> dict:
     steps = 12 if quick else 40
     return dict(
         max_steps=steps, per_device_train_batch_size=8, gradient_accumulation_steps=1,
-        learning_rate=3e-3 if quick else 1e-3, lr_scheduler_type="cosine", warmup_ratio=0.05, weight_decay=0.01,
+        learning_rate=3e-3 if quick else 1e-3, lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
         max_length=64 if quick else 96, logging_steps=max(1, steps // 10), save_strategy="steps",
         save_steps=max(1, steps // 2), save_total_limit=1, seed=42, report_to=[], bf16=False, use_cpu=True,
         gradient_checkpointing=False, disable_tqdm=False, replay_first_interval=max(1, steps // 20),

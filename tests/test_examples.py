@@ -1,0 +1,91 @@
+"""Every example config parses into the dataclasses; the cpu_ddp config runs the example script on two processes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mssr_hf.cli import parse_train_args
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "examples" / "configs").glob("*.yaml"))
+ACCELERATE = sorted((ROOT / "examples" / "accelerate_configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_example_config_parses(path, tmp_path):
+    runner_args, args, model_args = parse_train_args([str(path), "--output_dir", str(tmp_path), "--use_cpu", "true",
+                                                      "--bf16", "false"])  # fmt: skip
+    raw = yaml.safe_load(path.read_text())
+    assert model_args.model_name_or_path == raw["model_name_or_path"]
+    assert args.replay_strategy == raw["replay_strategy"]
+    assert runner_args.tasks == raw["tasks"]
+    for key in ("learning_rate", "max_steps", "per_device_train_batch_size", "replay_first_interval"):
+        if key in raw:
+            assert getattr(args, key) == raw[key], key
+    if raw.get("use_peft"):
+        assert model_args.use_peft and model_args.lora_r == raw["lora_r"]
+        assert model_args.lora_target_modules == raw["lora_target_modules"]
+    assert path.read_text().startswith("#")  # each opens with its launch command
+    assert "examples/configs/" + path.name in path.read_text() or "mssr-hf train" in path.read_text()
+
+
+def test_paper_configs_carry_the_papers_hyperparameters():
+    for path in (p for p in CONFIGS if p.name.startswith("paper_")):
+        raw = yaml.safe_load(path.read_text())
+        assert (raw["lora_r"], raw["lora_alpha"], raw["lora_target_modules"]) == (8, 16, ["q_proj", "v_proj"])
+        assert (raw["learning_rate"], raw["warmup_steps"], raw["weight_decay"]) == (2e-4, 0.05, 0.01)
+        assert raw["per_device_train_batch_size"] * raw["gradient_accumulation_steps"] == 256
+        assert (raw["max_steps"], raw["replay_eval_interval"], raw["bf16"]) == (2000, 100, True)
+    names = {p.name for p in CONFIGS}
+    for seq in ("paper_3", "paper_11"):
+        for model in ("qwen2.5-7b", "llama-3.1-8b", "gemma2-9b", "mistral-7b-v0.3"):
+            assert f"{seq}_{model}.yaml" in names
+
+
+@pytest.mark.parametrize("path", ACCELERATE, ids=lambda p: p.name)
+def test_accelerate_configs_are_valid_yaml(path):
+    raw = yaml.safe_load(path.read_text())
+    assert raw["distributed_type"] in ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED", "MULTI_CPU")
+    assert "accelerate launch --config_file examples/accelerate_configs/" + path.name in path.read_text()
+
+
+def test_unknown_field_and_missing_file_are_one_line_errors(tmp_path):
+    from mssr_hf.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model_name_or_path: x\nuse_cpu: true\nbf16: false\nnot_a_field: 3\n")
+    for argv, expected in (
+        (["train", str(tmp_path / "missing.yaml")], "not found"),
+        (["train", str(bad)], "not_a_field"),
+        (["report", str(tmp_path)], "results.json"),
+    ):
+        done = subprocess.run([sys.executable, "-m", "mssr_hf.cli", *argv], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.startswith("mssr-hf: error:")]
+        assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert main([]) == 2
+
+
+@pytest.mark.slow
+def test_cpu_ddp_config_runs_the_example_script_on_two_processes(tiny_model_dir, tmp_path):
+    from test_distributed import free_port
+
+    out = tmp_path / "run"
+    examples = ROOT / "examples"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+           str(examples / "accelerate_configs" / "cpu_ddp.yaml"), "--main_process_port", str(free_port()),
+           str(examples / "scripts" / "continual_sft.py"), str(examples / "configs" / "cpu_tiny.yaml"),
+           "--model_name_or_path", tiny_model_dir, "--output_dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "1"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["matrix"]) == 3 and results["stages"][2]["replayed_samples"] > 0
+    assert [s["steps"] for s in results["stages"]] == [4, 4, 4]
+    assert sorted(p.name for p in out.glob("stage-*")) == [f"stage-0{k}-{t}" for k, t in enumerate(results["tasks"])]
