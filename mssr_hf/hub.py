@@ -105,24 +105,28 @@ def write_model_card(stage_dir: str | Path, info: dict[str, Any]) -> Path:
 
 def _summary_paragraph(info, stage: int, task: str, tasks: list[str], strategy: str, peft: bool) -> str:
     what = "LoRA adapter" if peft else "model"
-    learned = " → ".join(f"`{t}`" for t in tasks[: stage + 1])
     description = f" ({info['task_description']})" if info.get("task_description") else ""
+    if stage == 0:
+        trained = f"fine-tuned on `{task}`{description}"
+    else:
+        learned = " → ".join(f"`{t}`" for t in tasks[: stage + 1])
+        trained = f"fine-tuned continuously on {learned}, in that order (this stage: `{task}`{description})"
     return (
         f"This {what} is stage {stage} of {len(tasks)} in the task sequence {' → '.join(tasks)}: the base model was "
-        f"fine-tuned continuously on {learned}, in that order, ending with `{task}`{description}, with the "
-        f"`{strategy}` replay strategy (MSSR: memory-aware adaptive replay of earlier tasks' samples). One {what} "
-        f"is trained across all stages, so the {what} of stage {stage} holds everything learned up to stage {stage}."
+        f"{trained}, with the `{strategy}` replay strategy (MSSR: memory-aware adaptive replay of earlier tasks' "
+        f"samples). One {what} is trained across all stages, so the {what} of stage {stage} holds everything learned "
+        f"up to stage {stage}."
     )
 
 
 def _loading_snippet(base_model: str, revision: str, repo_id: str | None, peft: bool) -> str:
-    source = repr(repo_id) if repo_id else '"path/to/this/folder"  # or the Hub repo id'
+    source = json.dumps(repo_id) if repo_id else '"path/to/this/folder"  # or the Hub repo id'
     if peft:
         lines = [
             "from peft import PeftModel",
             "from transformers import AutoModelForCausalLM",
             "",
-            f"base = {base_model!r}",
+            f"base = {json.dumps(base_model)}",
             f"repo_or_dir = {source}",
             "model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), repo_or_dir)",
             f'# this stage from the Hub: PeftModel.from_pretrained(..., repo_id, revision="{revision}")',
