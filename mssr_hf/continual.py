@@ -144,6 +144,7 @@ class ContinualRunner:
             scores = {t.name: self._evaluate(model, t, data[i][1]) for i, t in enumerate(self.tasks[: stage + 1])}
             probe_score = self._evaluate(model, self.probe, probe_eval) if self.probe is not None else None
             results = self._record_stage(results, stage, scores, probe_score, trainer, train_seconds)
+            results = _finite_or_none(results)
             self._save_stage(stage, trainer, memory, strategy, results)
             bank = train if bank is None else concatenate_datasets([bank, train])
         return results
@@ -179,7 +180,7 @@ class ContinualRunner:
 
     def _record_stage(self, results, stage, scores, probe_score, trainer: MSSRTrainer, seconds) -> dict[str, Any]:
         names = [t.name for t in self.tasks]
-        row = [scores.get(name, math.nan) for name in names]
+        row = [scores.get(name) for name in names]  # None: not seen yet
         results["matrix"] = results["matrix"][:stage] + [row]
         results["probe"] = results["probe"][:stage] + [probe_score]
         lower = [r[: i + 1] for i, r in enumerate(results["matrix"])]
@@ -317,8 +318,19 @@ def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
     return out
 
 
+def _finite_or_none(value: Any) -> Any:
+    """NaN/inf become None, so the JSON we write is standard JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
 def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=1, default=str))
+    tmp.write_text(json.dumps(_finite_or_none(value), indent=1, default=str, allow_nan=False))
     os.replace(tmp, path)

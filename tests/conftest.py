@@ -26,4 +26,5 @@ def tiny_model_dir(tmp_path_factory):
     from mssr_hf.tiny_model import save_tiny_model
 
     corpus = [r["prompt"] + r["completion"] for op in "+-*" for r in arithmetic_rows(200, op)]
+    corpus += ["plus minus times"] * 20  # the answer words of tests/test_continual.py
     return str(save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", corpus))

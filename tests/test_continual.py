@@ -21,10 +21,13 @@ pytestmark = pytest.mark.slow
 
 
 def arithmetic_task(op: str, seed: int) -> TaskSpec:
-    def to_example(row):
-        return {"prompt": row["prompt"], "completion": row["completion"], "reference": row["completion"].strip()}
-
+    """The answer is the operation's name: one word per task, learnable in a few steps, and tasks interfere."""
     name = {"+": "add", "-": "sub", "*": "mul"}[op]
+    word = {"+": " plus", "-": " minus", "*": " times"}[op]
+
+    def to_example(row):
+        return {"prompt": row["prompt"], "completion": word, "reference": word.strip()}
+
     rows = Dataset.from_list(arithmetic_rows(60, op, seed))
     return TaskSpec(name=name, source=rows, to_example=to_example, max_new_tokens=4)
 
@@ -43,11 +46,11 @@ def run_args(out, **overrides):
     return MSSRConfig(**{**base, **overrides})
 
 
-def runner(model_dir, out, callbacks=None, hub_api=None, **overrides):
+def runner(model_dir, out, callbacks=None, hub_api=None, lora=True, **overrides):
     return ContinualRunner(
         model_dir, TASKS, run_args(out, **overrides), tokenizer=AutoTokenizer.from_pretrained(model_dir),
-        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]), eval_size=6,
-        eval_batch_size=4, callbacks=callbacks, hub_api=hub_api,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]) if lora else None,
+        eval_size=6, eval_batch_size=4, callbacks=callbacks, hub_api=hub_api,
     )  # fmt: skip
 
 
@@ -101,7 +104,7 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     assert results == json.loads((out / "results.json").read_text())
     matrix = results["matrix"]
     assert [len(row) for row in matrix] == [3, 3, 3]
-    assert all(v is None or v != v for v in (matrix[0][1], matrix[0][2], matrix[1][2]))  # NaN / null: not seen yet
+    assert (matrix[0][1], matrix[0][2], matrix[1][2]) == (None, None, None)  # not seen yet
     lower = [row[: i + 1] for i, row in enumerate(matrix)]
     assert results["metrics"] == pytest.approx(metrics.summarize(lower))
     stages = results["stages"]
@@ -119,35 +122,33 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
 
 
 def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):
-    straight = runner(tiny_model_dir, tmp_path / "straight").run()
+    """Full fine-tuning (the tiny model learns each task's answer word, then forgets it: a non-trivial matrix)."""
+    settings = dict(lora=False, learning_rate=1e-2)
+    straight = runner(tiny_model_dir, tmp_path / "straight", **settings).run()
+    assert straight["matrix"][0][0] > 0  # the first task was (partly) learned: the matrix is not trivially 0
 
     out = tmp_path / "killed"
     with pytest.raises(RuntimeError, match="killed"):
-        runner(tiny_model_dir, out, callbacks=[KillAt("stage-01-sub", 5)]).run()
+        runner(tiny_model_dir, out, callbacks=[KillAt("stage-01-sub", 5)], **settings).run()
     assert (out / "stage-00-add" / "metrics.json").is_file()
     assert not (out / "stage-01-sub" / "metrics.json").is_file()
     assert (out / "stage-01-sub" / "checkpoints" / "checkpoint-4").is_dir()
-    adapter_before = (out / "stage-00-add" / "adapter_model.safetensors").read_bytes()
+    weights_before = (out / "stage-00-add" / "model.safetensors").read_bytes()
 
-    resumed = runner(tiny_model_dir, out).run()
-    assert (out / "stage-00-add" / "adapter_model.safetensors").read_bytes() == adapter_before  # not retrained
-    assert resumed["matrix"] == straight["matrix"] or _nan_equal(resumed["matrix"], straight["matrix"])
+    resumed = runner(tiny_model_dir, out, **settings).run()
+    assert (out / "stage-00-add" / "model.safetensors").read_bytes() == weights_before  # not retrained
+    assert resumed["matrix"] == straight["matrix"]
     assert resumed["metrics"] == pytest.approx(straight["metrics"])
     for key in ("replayed_samples", "replay_steps", "steps", "step_offset"):
         assert [s[key] for s in resumed["stages"]] == [s[key] for s in straight["stages"]]
+    losses = [[e["loss"] for e in s["log_history"] if "loss" in e] for s in (resumed, straight) for s in s["stages"]]
+    for resumed_losses, straight_losses in zip(losses[:3], losses[3:]):  # per-step training losses, every stage
+        assert resumed_losses == pytest.approx(straight_losses, abs=1e-5)
     a = load_state(out / "stage-02-mul", "memory")
     b = load_state(tmp_path / "straight" / "stage-02-mul", "memory")
     for key, value in a.items():
         if isinstance(value, torch.Tensor):
-            assert torch.allclose(value.double(), b[key].double(), atol=1e-9, rtol=0) or torch.equal(value, b[key]), (
-                key
-            )
-
-
-def _nan_equal(a, b):
-    return all(
-        (x == y) or (x != x and y != y) or (x is None and y is None) for ra, rb in zip(a, b) for x, y in zip(ra, rb)
-    )
+            assert torch.allclose(value.double(), b[key].double(), atol=1e-9, rtol=0), key
 
 
 def test_changed_config_in_same_directory_is_refused(tiny_model_dir, tmp_path):
