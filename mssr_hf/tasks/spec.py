@@ -81,7 +81,8 @@ class TaskSpec:
         self, max_train: int | None = None, max_eval: int | None = None, seed: int = 42
     ) -> tuple[Dataset | None, Dataset]:
         """Formatted ``(train, eval)`` datasets: columns ``prompt``, ``completion``, ``reference`` (and ``choices``),
-        or ``messages`` + ``reference`` when ``chat``. The 95/5 split uses ``seed`` 42 as in the paper (App. C)."""
+        or ``messages`` + ``reference`` when ``chat``. Without an evaluation split, the usable rows are split 95/5
+        with ``seed`` 42 as in the paper (App. C)."""
         raw = load_source(self.source, self.subset)
         if isinstance(raw, DatasetDict):
             if self.train_split not in raw:
@@ -89,15 +90,19 @@ class TaskSpec:
             train, evaluation = raw[self.train_split], raw[self.eval_split] if self.eval_split else None
         else:
             train, evaluation = raw, None
+        # Format first (rows a task does not use, e.g. another MATH level, are dropped), then split what is left.
+        train = self._format(train)
         if evaluation is None:
             parts = train.train_test_split(test_size=0.05, seed=seed)
             train, evaluation = parts["train"], parts["test"]
+        else:
+            evaluation = self._format(evaluation)
         if max_train is not None:
             train = train.select(range(min(max_train, len(train))))
         if max_eval is not None:
             evaluation = evaluation.select(range(min(max_eval, len(evaluation))))
         # max_train=0 asks for the evaluation rows only (e.g. a probe task that is never trained).
-        return (self._format(train) if len(train) else None), self._format(evaluation)
+        return (train if len(train) else None), evaluation
 
     def _format(self, rows: Dataset) -> Dataset:
         examples = [self.to_example(row) for row in rows]
