@@ -39,6 +39,7 @@ from .mssr_config import MSSRConfig
 from .mssr_trainer import MSSRTrainer, memory_from_config, strategy_from_config
 from .state_io import has_state, load_state, save_state
 from .tasks import TaskSpec, get_sequence
+from .tasks.spec import truncate_keeping_answer
 
 RESULTS = "results.json"
 RUN_CONFIG = "run_config.json"
@@ -123,6 +124,7 @@ class ContinualRunner:
         model, memory, strategy, bank, next_id = None, None, None, None, 0
 
         for stage, (train, _) in enumerate(data):
+            train = truncate_keeping_answer(train, self.tokenizer, self.args.max_length)
             train = train.add_column(self.args.replay_id_column, list(range(next_id, next_id + len(train))))
             next_id += len(train)
             stage_dir = self.stage_dir(stage)

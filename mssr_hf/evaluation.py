@@ -57,8 +57,55 @@ def generate(
     return [text for _, text in sorted(outputs)]
 
 
+@torch.no_grad()
+def option_loglikelihoods(model, tokenizer, prompt: str, continuations: Sequence[str], normalize: bool = True):
+    """Log-likelihood of each continuation after ``prompt`` (one forward over the k sequences), divided by its token
+    count when ``normalize``. Shape ``(k,)``."""
+    device = next(model.parameters()).device
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    conts = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in continuations]
+    rows = [prompt_ids + c for c in conts]
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)  # (k, T), right-padded
+    attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
+    logprobs = torch.log_softmax(model(input_ids=input_ids, attention_mask=attention).logits.float(), -1)
+    scores = []
+    for k, cont in enumerate(conts):
+        positions = torch.arange(len(prompt_ids) - 1, len(prompt_ids) - 1 + len(cont), device=device)
+        total = logprobs[k, positions, torch.tensor(cont, device=device)].sum().item()
+        scores.append(total / max(len(cont), 1) if normalize else total)
+    return scores
+
+
+def choice_accuracy_by_loglikelihood(model, tokenizer, examples: Dataset, desc: str = "choices") -> float:
+    """Multiple choice by log-likelihood: the option letter (" A", " B", ...) the model finds most likely after the
+    prompt is its answer; split across processes and gathered."""
+    from .metrics import loglikelihood_choice
+
+    state = PartialState()
+    mine = list(range(state.process_index, len(examples), state.num_processes))
+    was_training = model.training
+    model.eval()
+    picked: list[tuple[int, list[float], int]] = []
+    try:
+        for i in tqdm(mine, desc=desc, disable=not state.is_main_process, leave=False):
+            row = examples[i]
+            letters = [f" {'ABCDE'[k]}" for k in range(len(row["choices"]))]
+            answer = "ABCDE".index(row["reference"][0].strip().upper())
+            picked.append((i, option_loglikelihoods(model, tokenizer, row["prompt"], letters), answer))
+    finally:
+        model.train(was_training)
+    if state.num_processes > 1:
+        picked = gather_object(picked)
+    picked.sort()
+    return loglikelihood_choice([p[1] for p in picked], [p[2] for p in picked])
+
+
 def evaluate_task(model, tokenizer, task: TaskSpec, examples: Dataset, batch_size: int = 16) -> float:
     """Score of ``model`` on ``examples`` (a formatted evaluation set of ``task``) with the task's metric."""
+    if task.metric == "choice" and task.choice_scoring == "loglikelihood":
+        return choice_accuracy_by_loglikelihood(model, tokenizer, examples, desc=f"eval {task.name}")
     predictions = generate(
         model, tokenizer, prompt_texts(examples, tokenizer), task.max_new_tokens, batch_size, desc=f"eval {task.name}"
     )

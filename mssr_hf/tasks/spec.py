@@ -55,6 +55,8 @@ class TaskSpec:
         train_split (`str`, *optional*, defaults to `"train"`), eval_split (`str`, *optional*): splits; without an
             evaluation split, 5% of the training rows (seed 42) are held out.
         chat (`bool`, *optional*, defaults to `False`): train on chat ``messages`` instead of prompt/completion.
+        choice_scoring (`str`, *optional*, defaults to `"generate"`): for the `choice` metric, `generate` (the letter
+            the model writes) or `loglikelihood` (the letter it finds most likely after the prompt).
         description (`str`, *optional*): one line for model cards.
     """
 
@@ -68,12 +70,15 @@ class TaskSpec:
     train_split: str = "train"
     eval_split: str | None = None
     chat: bool = False
+    choice_scoring: str = "generate"
     description: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise ValueError(f"TaskSpec {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
+        if self.choice_scoring not in ("generate", "loglikelihood"):
+            raise ValueError(f"TaskSpec {self.name!r}: choice_scoring must be 'generate' or 'loglikelihood'")
         if not self.name or "/" in self.name:
             raise ValueError(f"TaskSpec name must be a non-empty string without '/', got {self.name!r}")
 
@@ -145,3 +150,45 @@ class TaskSpec:
             return metrics.rouge_l(answers, [ref[0] for ref in refs])
         choices = [e.get("choices") for e in examples]
         return metrics.choice_accuracy(answers, [ref[0] for ref in refs], choices if all(choices) else None)
+
+
+def _cut_middle(tokens: list[int], keep: int) -> list[int]:
+    """``keep`` tokens of ``tokens``: its start and its end, the middle dropped."""
+    if keep <= 0:
+        return []
+    if len(tokens) <= keep:
+        return tokens
+    head = keep // 2
+    return tokens[:head] + tokens[len(tokens) - (keep - head) :]
+
+
+def truncate_keeping_answer(rows: Dataset, tokenizer, max_length: int, answer_tokens: int = 64) -> Dataset:
+    """Fit prompt/completion rows into ``max_length`` tokens the paper's way (App. C: "prioritize preserving the prompt
+    and the final answer segment"): if the prompt fits, the completion keeps its last ``answer_tokens`` tokens (the
+    final answer) and loses its middle; otherwise the prompt loses its middle, keeping its start (instructions,
+    context) and its end (the question), and the completion is kept whole (or its last ``answer_tokens`` tokens if
+    it is longer than half of ``max_length``). Rows that fit are unchanged; chat rows (``messages``) are left as
+    they are.
+
+    Without this, SFT truncation keeps the start of a sequence and drops the final answer of a long solution.
+    """
+    if "prompt" not in rows.column_names or max_length is None:
+        return rows
+    budget = max_length - 1  # room for the EOS token the SFT trainer appends
+
+    def fit(row: dict) -> dict:
+        prompt = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
+        completion = tokenizer(row["completion"], add_special_tokens=False)["input_ids"]
+        if len(prompt) + len(completion) <= budget:
+            return row
+        tail = completion[-min(answer_tokens, len(completion), budget) :]
+        if len(prompt) + len(tail) <= budget:  # the prompt fits: the completion loses its middle
+            head_room = budget - len(prompt) - len(tail)
+            completion = completion[:head_room] + tail
+        else:  # the prompt is the long part: keep a short completion whole, else its answer tail
+            if len(completion) > budget // 2:
+                completion = tail
+            prompt = _cut_middle(prompt, budget - len(completion))
+        return {**row, "prompt": tokenizer.decode(prompt), "completion": tokenizer.decode(completion)}
+
+    return rows.map(fit, desc="Fitting long examples (keeping the prompt and the final answer)")
