@@ -32,8 +32,14 @@ def smollm2_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 
     package = str(Path(spec.origin).parent)
     tokenizer = AutoTokenizer.from_pretrained(package, gguf_file=GGUF_FILE)
-    model = AutoModelForCausalLM.from_pretrained(package, gguf_file=GGUF_FILE, dtype=torch.float32)
-    model.config.quantization_config = None  # the weights are dequantised: nothing is quantised any more
+    loaded = AutoModelForCausalLM.from_pretrained(package, gguf_file=GGUF_FILE, dtype=torch.float32)
+    # The weights are dequantised on load, but a GGUF-loaded model refuses save_pretrained: rebuild a plain one.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    del loaded
     # Written to a temporary folder and renamed, so an interrupted conversion is never mistaken for a cache.
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -89,3 +89,44 @@ def test_cpu_ddp_config_runs_the_example_script_on_two_processes(tiny_model_dir,
     assert len(results["matrix"]) == 3 and results["stages"][2]["replayed_samples"] > 0
     assert [s["steps"] for s in results["stages"]] == [4, 4, 4]
     assert sorted(p.name for p in out.glob("stage-*")) == [f"stage-0{k}-{t}" for k, t in enumerate(results["tasks"])]
+
+
+@pytest.mark.slow
+def test_quick_demo_runs_offline_and_writes_its_report(tmp_path):
+    """`mssr-hf demo --quick`: both strategies on the three offline tasks, matrices side by side, a report."""
+    out = tmp_path / "demo"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "mssr_hf.cli", "demo", "--quick", "--output_dir", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "strategy: none" in done.stdout and "strategy: mssr_full" in done.stdout
+    assert f"Report: {(out / 'report.md').resolve()}" in done.stdout
+    report = (out / "report.md").read_text()
+    assert "## none" in report and "## mssr_full" in report and "comparison.png" in report
+    for strategy in ("none", "mssr_full"):
+        results = json.loads((out / strategy / "results.json").read_text())
+        assert len(results["matrix"]) == 3 and results["strategy"] == strategy
+    replayed = json.loads((out / "mssr_full" / "results.json").read_text())["stages"][2]["replayed_samples"]
+    assert replayed > 0
+
+
+@pytest.mark.slow
+def test_smollm2_is_converted_once_and_cached(tmp_path):
+    """The packaged GGUF becomes a plain float32 model folder on first use; the second call is a cache hit."""
+    import time
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mssr_hf.smollm2 import smollm2_dir
+
+    target = smollm2_dir(tmp_path / "smollm2")
+    assert (target / "model.safetensors").is_file() and not (tmp_path / "smollm2.tmp").exists()
+    start = time.perf_counter()
+    assert smollm2_dir(tmp_path / "smollm2") == target and time.perf_counter() - start < 1.0
+    model = AutoModelForCausalLM.from_pretrained(target)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    assert getattr(model.config, "quantization_config", None) is None
+    assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
+    ids = tokenizer("The capital of France is", return_tensors="pt")["input_ids"]
+    out = model.generate(ids, max_new_tokens=4, do_sample=False)
+    assert tokenizer.decode(out[0, ids.shape[1] :]).strip()
