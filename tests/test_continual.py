@@ -1,6 +1,7 @@
 """ContinualRunner end to end on the tiny model: stage directories, adapters, cards, results, resume, config guard,
 publishing to a stand-in Hub client."""
 
+import dataclasses
 import json
 
 import pytest
@@ -46,11 +47,11 @@ def run_args(out, **overrides):
     return MSSRConfig(**{**base, **overrides})
 
 
-def runner(model_dir, out, callbacks=None, hub_api=None, lora=True, **overrides):
+def runner(model_dir, out, callbacks=None, hub_api=None, lora=True, probe_task=None, **overrides):
     return ContinualRunner(
         model_dir, TASKS, run_args(out, **overrides), tokenizer=AutoTokenizer.from_pretrained(model_dir),
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]) if lora else None,
-        eval_size=6, eval_batch_size=4, callbacks=callbacks, hub_api=hub_api,
+        eval_size=6, eval_batch_size=4, callbacks=callbacks, hub_api=hub_api, probe_task=probe_task,
     )  # fmt: skip
 
 
@@ -82,7 +83,11 @@ class RecordingHub:
 def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     hub = RecordingHub()
     out = tmp_path / "run"
-    results = runner(tiny_model_dir, out, hub_api=hub, push_to_hub=True, hub_model_id="me/mssr-run").run()
+    probe = dataclasses.replace(arithmetic_task("*", 9), name="probe")  # evaluated after every stage, never trained
+    results = runner(tiny_model_dir, out, hub_api=hub, push_to_hub=True, hub_model_id="me/mssr-run",
+                     probe_task=probe).run()  # fmt: skip
+    assert len(results["probe"]) == 3 and all(isinstance(v, float) for v in results["probe"])
+    assert results["probe_task"] == "probe" and "probe" not in results["tasks"]
 
     stage_dirs = sorted(p.name for p in out.glob("stage-*"))
     assert stage_dirs == ["stage-00-add", "stage-01-sub", "stage-02-mul"]
