@@ -1,12 +1,21 @@
 """Scores of generated answers (paper App. D) and the continual-learning metrics of the accuracy matrix.
 
-Answer metrics: :func:`exact_match` with the paper's normalisation (:func:`normalize_answer`), :func:`squad_f1`
-(the official SQuAD token F1), :func:`bleu` (sacreBLEU), :func:`rouge_l` (LCS F-measure with the paper's beta = 1.2),
-:func:`choice_accuracy` (multiple choice by generation) and :func:`loglikelihood_choice`.
+Answer metrics (App. D, ``app:eval_metric``): :func:`exact_match` with the paper's answer normalisation
+(:func:`normalize_answer`), :func:`squad_f1` / :func:`squad_exact_match` (the official SQuAD scores), :func:`bleu`
+(sacreBLEU corpus BLEU-4, 0-100), :func:`rouge_l` (LCS F-measure with the paper's beta = 1.2),
+:func:`choice_accuracy` (multiple choice by generation) and :func:`loglikelihood_choice` (multiple choice by
+log-likelihood; the log-probabilities themselves come from ``evaluation.py``). Corpus-level scores of an empty
+input are NaN.
 
-Matrix metrics, for ``R[t][i]`` = score on task i after stage t (rows may be lower-triangular lists, or full rows
-with NaN/None for tasks not yet seen): :func:`average_forgetting` (``eq:forgetting``), :func:`backward_transfer`,
-:func:`final_average`, :func:`normalized_score` (App. D) and :func:`summarize`.
+Matrix metrics: ``R[t][i]`` is the score on task i after training stage t. A matrix is a sequence of rows (nested
+lists or a 2-D numpy array), either lower-triangular (row t holds t+1 scores) or full T x T, whose entries above
+the diagonal (tasks not yet seen, usually NaN/None) are ignored. A NaN/None on or below the diagonal is a missing
+score: it is left out of the means. :func:`average_forgetting` (``eq:forgetting``), :func:`backward_transfer`,
+:func:`final_average`, :func:`normalized_score` (App. D) and :func:`summarize`. A general probe such as MMLU is
+not a task of the matrix; ``continual.py`` records it on its own.
+
+Pure Python (sacreBLEU is imported by :func:`bleu` only); equations are cited by their ``\\label{}`` in
+``paper/mssr-paper.tex``.
 """
 
 from __future__ import annotations
@@ -18,81 +27,212 @@ from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
 
+Matrix = Sequence[Sequence[float | None]]  # or a 2-D numpy array
+
+# ----------------------------------------------------------------------------------------------------------------
+# LaTeX helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``text[start]`` (escaped ``\\{``/``\\}`` do not count); else None."""
+    depth, j = 0, start
+    while j < len(text):
+        char = text[j]
+        if char == "\\":
+            j += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0:
+            return j
+        j += 1
+    return None
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) to open in ``text`` whose braces close (nested braces
+    included); None if there is none."""
+    for match in reversed(list(_BOXED.finditer(text))):
+        end = _closing_brace(text, match.end() - 1)
+        if end is not None:
+            return text[match.end() : end]
+    return None
+
+
+_WRAPPER = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|mbox)\s*\{")
+
+
+def _unwrap_text(text: str) -> str:
+    """``\\text{X}`` (and ``\\textbf``, ``\\mathrm``, ``\\mbox``, ...) -> ``X``, nested braces included."""
+    start = 0
+    while match := _WRAPPER.search(text, start):
+        end = _closing_brace(text, match.end() - 1)
+        if end is None:
+            start = match.end()
+            continue
+        text = text[: match.start()] + text[match.end() : end] + text[end + 1 :]
+        start = match.start()
+    return text
+
+
+_FRAC = re.compile(r"\\[dt]?frac(?![a-z])")
+_COMMAND = re.compile(r"\\(?:[a-z]+|.)")
+
+
+def _latex_argument(text: str, j: int) -> tuple[str | None, int]:
+    """The argument of a command starting at ``text[j]``: a ``{...}`` group, a ``\\command`` or one character."""
+    while j < len(text) and text[j] == " ":
+        j += 1
+    if j >= len(text) or text[j] == "}":
+        return None, j
+    if text[j] == "{":
+        end = _closing_brace(text, j)
+        return (None, j) if end is None else (text[j + 1 : end], end + 1)
+    if match := _COMMAND.match(text, j):
+        return match.group(), match.end()
+    return text[j], j + 1
+
+
+def _fraction_part(arg: str, numerator: bool) -> str:
+    """``arg`` as it stands in ``a/b``: bare if it is one term (the numerator may carry a sign), else parenthesised,
+    so that ``\\frac{x+1}{2}`` -> ``(x+1)/2`` never reads as ``x + 1/2``."""
+    arg = arg.strip()
+    body = arg[1:] if numerator and arg[:1] in "+-" else arg
+    return arg if body and not re.search(r"[+\-*/=,\s]", body) else f"({arg})"
+
+
+def _replace_fracs(text: str) -> str:
+    """``\\frac{a}{b}``, ``\\dfrac{a}{b}``, ``\\tfrac{a}{b}`` and ``\\frac12`` -> ``a/b`` (nested fractions too)."""
+    out, i = [], 0
+    while match := _FRAC.search(text, i):
+        num, j = _latex_argument(text, match.end())
+        den, j = _latex_argument(text, j) if num is not None else (None, j)
+        if num is None or den is None:
+            out.append(text[i : match.end()])
+            i = match.end()
+            continue
+        num, den = _replace_fracs(num), _replace_fracs(den)
+        out.append(text[i : match.start()] + f"{_fraction_part(num, True)}/{_fraction_part(den, False)}")
+        i = j
+    return "".join(out) + text[i:]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Answer normalisation and exact match
 # ----------------------------------------------------------------------------------------------------------------
 
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, nested braces included; else None."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
-        return None
-    i = text.index("{", start) + 1
-    depth = 1
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j]
-    return None
+# Dropped outright: math delimiters, sizing/spacing commands, degree marks (not when a letter follows: \leftarrow).
+_DROP = re.compile(
+    r"\\(?:left|right|displaystyle|big|bigg)(?![a-z])|\\[!,;: ]|\\[()\[\]]|\^\s*\{?\\circ\}?|\\degree(?![a-z])"
+)
+_LOOSE_SPACE = re.compile(r"(?<!\w) | (?!\w)")  # a space not between two word characters
+_THOUSANDS = re.compile(r"(?<![0-9.,])([0-9]{1,3})((?:,[0-9]{3})+)(?![0-9]|,[0-9])")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_RATIO = re.compile(r"([+-]?[0-9]+)/([0-9]+)")
+_EDGE_PUNCTUATION = " .,;:!?'\"`*%"  # stripped from both ends; brackets and signs are kept: (0,1] != [0,1)
 
 
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")
-_FRACTION = re.compile(r"^([+-]?\d+)/(\d+)$")
+def canonical_number(text: str) -> str | None:
+    """``text`` written canonically if the whole of it is a number, else None.
 
-
-def _canonical_number(text: str) -> str | None:
-    """``text`` as a canonical decimal if it is a number (int, decimal, ``a/b``); else None."""
-    compact = text.replace(",", "") if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", text) else text
-    if _NUMBER.match(compact):
-        value = Fraction(compact)
-    elif m := _FRACTION.match(compact):
-        if int(m.group(2)) == 0:
+    Numbers are integers, decimals (``3.0``, ``.5``, ``5.``) and ratios of integers (``-2/6``), with an optional
+    sign; no thousands separators, no exponent. The value is exact (``fractions.Fraction``): an integer is written
+    without a point (``3.0`` -> ``3``, ``-0`` -> ``0``, ``+5`` -> ``5``); a terminating decimal in plain decimal
+    notation without trailing zeros (``0.50`` -> ``0.5``, ``1/2`` -> ``0.5``, ``1/1024`` -> ``0.0009765625``);
+    any other ratio in lowest terms (``2/6`` -> ``1/3``). So ``1/3`` and ``0.33`` stay different.
+    """
+    try:
+        if _DECIMAL.fullmatch(text):
+            value = Fraction(text)
+        elif match := _RATIO.fullmatch(text):
+            if int(match.group(2)) == 0:
+                return None
+            value = Fraction(int(match.group(1)), int(match.group(2)))
+        else:
             return None
-        value = Fraction(int(m.group(1)), int(m.group(2)))
-    else:
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
         return None
-    if value.denominator == 1:
-        return str(value.numerator)
-    if 10**12 % value.denominator == 0 or all(p in (2, 5) for p in _prime_factors(value.denominator)):
-        return format(value.numerator / value.denominator, ".12g")
-    return f"{value.numerator}/{value.denominator}"
+    sign, num, den = "-" if value < 0 else "", abs(value.numerator), value.denominator
+    if den == 1:
+        return f"{sign}{num}"
+    twos, fives, rest = 0, 0, den
+    while rest % 2 == 0:
+        twos, rest = twos + 1, rest // 2
+    while rest % 5 == 0:
+        fives, rest = fives + 1, rest // 5
+    if rest != 1:
+        return f"{sign}{num}/{den}"
+    places = max(twos, fives)  # num / den = num * 10^places / den / 10^places, exactly
+    digits = str(num * 10**places // den).rjust(places + 1, "0")
+    return f"{sign}{digits[:-places]}.{digits[-places:].rstrip('0')}"
 
 
-def _prime_factors(n: int) -> list[int]:
-    out, p = [], 2
-    while p * p <= n:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    return out + ([n] if n > 1 else [])
-
-
-_STRIP = string.punctuation.replace("-", "").replace("+", "").replace("/", "") + " "
+def _normalize_once(text: str) -> str:
+    s = text.lower().replace("\u2212", "-")  # Unicode minus
+    boxed = last_boxed(s)
+    s = boxed if boxed is not None else s
+    s = s.replace("\\$", "").replace("$", "").replace("\\%", "%").replace("{,}", ",")
+    s = _replace_fracs(_DROP.sub("", _unwrap_text(s)))
+    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), " ".join(s.split()))
+    s = _LOOSE_SPACE.sub("", s).replace(",", ", ")
+    number = canonical_number(s)  # before stripping: ".5" keeps its point
+    if number is None:
+        s = s.strip(_EDGE_PUNCTUATION)
+        number = canonical_number(s)
+    return s if number is None else number
 
 
 def normalize_answer(text: str) -> str:
-    r"""The paper's ``Norm()`` (App. D, exact match): unwrap the last ``\boxed{}``, drop ``$``, ``\left``/``\right``,
-    ``\text{...}``/``\mathrm{...}`` wrappers (keeping their content) and ``\!``/``\,`` spacing; turn
-    ``\frac{a}{b}``/``\dfrac{a}{b}`` into ``a/b``; strip surrounding whitespace and punctuation; lowercase; collapse
-    whitespace; and if what is left is a number (``1,000``, ``3.0``, ``+5``, ``1/2``, ``.5``) write it canonically
-    (``1000``, ``3``, ``5``, ``0.5``, ``0.5``)."""
-    boxed = last_boxed(text)
-    s = boxed if boxed is not None else text
-    s = s.replace("$", "").replace("\\left", "").replace("\\right", "").replace("\\!", "").replace("\\,", "")
-    s = re.sub(r"\\(?:text|mathrm|textbf|mbox)\{([^{}]*)\}", r"\1", s)
-    s = re.sub(r"\\d?frac\{([^{}]*)\}\{([^{}]*)\}", r"\1/\2", s)
-    s = " ".join(s.lower().split())
-    for candidate in (s, s.strip(_STRIP).strip()):  # a number first (".5" keeps its point), then stripped text
-        number = _canonical_number(candidate.replace(" ", ""))
-        if number is not None:
-            return "0" if number in ("-0", "+0") else number
-    return s.strip(_STRIP).strip()
+    r"""The paper's answer normalisation $\mathrm{Norm}(\cdot)$ of exact match (App. D, ``app:eval_metric``).
+
+    In order:
+
+    1. lowercase (so ``\Text``, ``\BOXED`` are caught too), and a Unicode minus becomes ``-``;
+    2. keep only the content of the last ``\boxed{...}``/``\fbox{...}`` if there is one (nested braces handled);
+    3. drop ``\$`` and ``$``; ``\%`` -> ``%``; ``{,}`` -> ``,``;
+    4. unwrap ``\text{X}``, ``\textbf``, ``\textit``, ``\textrm``, ``\mathrm``, ``\mathbf``, ``\mathit``, ``\mbox``
+       -> ``X``;
+    5. drop ``\left``/``\right`` (not ``\leftarrow``), ``\displaystyle``, ``\big``-style sizes, the spacing commands
+       ``\! \, \; \: \ ``, the math delimiters ``\( \) \[ \]`` and degree marks (``^\circ``, ``^{\circ}``,
+       ``\degree``);
+    6. ``\frac{a}{b}``, ``\dfrac{a}{b}``, ``\tfrac{a}{b}``, ``\frac12`` -> ``a/b``, with a part that is not a single
+       term in parentheses (``\frac{x+1}{2}`` -> ``(x+1)/2``);
+    7. collapse whitespace runs to one space; remove thousands separators from digit groups (``1,000,000`` ->
+       ``1000000``; ``1,2``, ``1,0000`` and ``3, 500`` stay);
+    8. drop each space that does not stand between two word characters (letters, digits, ``_``), then write every
+       comma as ``", "``: ``( 1 , 2 )``, ``(1,2)`` -> ``(1, 2)``; ``x + 1`` -> ``x+1``; ``new york`` stays;
+    9. if the whole string is a number, write it as :func:`canonical_number` does; otherwise strip the surrounding
+       characters `` .,;:!?'"`*%`` and try that again. Brackets and signs are never stripped (intervals such as
+       ``(0,1]`` stay apart from ``[0,1)``).
+
+    The steps are repeated until nothing changes, so ``normalize_answer`` is idempotent. It compares final answers:
+    it does not look for an answer inside a sentence (that is the task's ``extract_answer``), and it does not parse
+    expressions (``x+1`` and ``1+x`` differ).
+
+    Args:
+        text (`str`): a final answer, as generated or as the reference.
+
+    Returns:
+        `str`: the normalised answer.
+    """
+    for _ in range(len(text) + 2):  # every pass that changes something shortens the text or ends on a number
+        normalized = _normalize_once(text)
+        if normalized == text:
+            break
+        text = normalized
+    return text
 
 
 def exact_match(prediction: str, reference: str) -> float:
-    """1.0 if the normalised answers are equal, else 0.0."""
+    r"""Exact match of one answer (App. D, ``app:eval_metric``):
+    $\mathbf{1}[\mathrm{Norm}(\hat y) = \mathrm{Norm}(y)]$ with $\mathrm{Norm}$ = :func:`normalize_answer`.
+
+    Returns:
+        `float`: 1.0 or 0.0. EM of a dataset is the mean over its examples.
+    """
     return float(normalize_answer(prediction) == normalize_answer(reference))
 
 
@@ -100,19 +240,29 @@ def exact_match(prediction: str, reference: str) -> float:
 # SQuAD
 # ----------------------------------------------------------------------------------------------------------------
 
+_PUNCTUATION = frozenset(string.punctuation)
 
-def _squad_normalize(text: str) -> str:
-    """The official SQuAD v1.1 normalisation: lowercase, drop punctuation and the articles a/an/the, fix spaces."""
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+
+def normalize_squad_answer(text: str) -> str:
+    """The official SQuAD v1.1 ``normalize_answer``: lowercase, delete ASCII punctuation (``U.S.`` -> ``us``,
+    ``well-known`` -> ``wellknown``, ``3.5`` -> ``35``), delete the words a/an/the, collapse whitespace."""
+    text = "".join(char for char in text.lower() if char not in _PUNCTUATION)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
 
 
-def _squad_f1_single(prediction: str, reference: str) -> float:
-    pred, ref = _squad_normalize(prediction).split(), _squad_normalize(reference).split()
+def _references(references: str | Sequence[str], name: str = "references") -> list[str]:
+    refs = [references] if isinstance(references, str) else list(references)
+    if not refs:
+        raise ValueError(f"{name} must hold at least one reference")
+    return refs
+
+
+def _squad_f1_one(prediction: str, reference: str) -> float:
+    pred, ref = normalize_squad_answer(prediction).split(), normalize_squad_answer(reference).split()
     if not pred or not ref:
-        return float(pred == ref)  # SQuAD v2 semantics: both empty -> 1, one empty -> 0
-    common = sum((Counter(pred) & Counter(ref)).values())
+        return float(pred == ref)  # SQuAD v2 ``compute_f1``: both empty -> 1, one empty -> 0
+    common = sum((Counter(pred) & Counter(ref)).values())  # tokens shared, with multiplicity
     if common == 0:
         return 0.0
     precision, recall = common / len(pred), common / len(ref)
@@ -120,16 +270,30 @@ def _squad_f1_single(prediction: str, reference: str) -> float:
 
 
 def squad_f1(prediction: str, references: str | Sequence[str]) -> float:
-    """The official SQuAD token F1, the maximum over ``references``."""
-    refs = [references] if isinstance(references, str) else list(references)
-    if not refs:
-        raise ValueError("references must hold at least one answer")
-    return max(_squad_f1_single(prediction, r) for r in refs)
+    r"""The official SQuAD token F1, the maximum over the gold answers.
+
+    Tokens are the words of :func:`normalize_squad_answer`; with $c$ the tokens shared (counted with multiplicity),
+    $P = c/|\hat y|$, $R = c/|y|$ and $F_1 = 2PR/(P+R)$ (0 when $c = 0$). An answer that normalises to nothing
+    follows SQuAD v2: F1 = 1 if the other one is empty too, else 0 (v1.1 would give 0 for both empty).
+
+    Args:
+        prediction (`str`): the generated answer.
+        references (`str` or `Sequence[str]`): one gold answer or several.
+
+    Returns:
+        `float`: in [0, 1].
+
+    Raises:
+        `ValueError`: ``references`` is empty.
+    """
+    return max(_squad_f1_one(prediction, r) for r in _references(references))
 
 
 def squad_exact_match(prediction: str, references: str | Sequence[str]) -> float:
-    refs = [references] if isinstance(references, str) else list(references)
-    return float(any(_squad_normalize(prediction) == _squad_normalize(r) for r in refs))
+    """The official SQuAD exact match: 1.0 if :func:`normalize_squad_answer` of ``prediction`` equals that of any
+    gold answer, else 0.0. Raises `ValueError` if ``references`` is empty."""
+    pred = normalize_squad_answer(prediction)
+    return float(any(pred == normalize_squad_answer(r) for r in _references(references)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,29 +301,47 @@ def squad_exact_match(prediction: str, references: str | Sequence[str]) -> float
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _check_lengths(predictions: Sequence, references: Sequence) -> None:
-    if len(predictions) != len(references):
-        raise ValueError(f"predictions and references differ in length: {len(predictions)} vs {len(references)}")
+def _check_lengths(first: Sequence, second: Sequence, names: str) -> None:
+    if len(first) != len(second):
+        raise ValueError(f"{names} must have the same length, got {len(first)} and {len(second)}")
 
 
 def bleu(predictions: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> float:
-    """Corpus BLEU-4 from sacreBLEU (13a tokenisation, its default exponential smoothing), on sacreBLEU's 0-100
-    scale. ``references[i]`` is one reference string or a list of them."""
+    r"""Corpus BLEU-4 (App. D, ``app:eval_metric``), computed by sacreBLEU's ``corpus_bleu`` with its defaults:
+    13a tokenisation, case-sensitive, exponential smoothing (``smooth_method="exp"``: the k-th n-gram order with no
+    match counts as $1 / (2^k \cdot \text{total}_n)$), uniform weights $w_n = 1/4$ and the corpus brevity penalty.
+
+    Args:
+        predictions (`Sequence[str]`): generated texts.
+        references (`Sequence[str]` or `Sequence[Sequence[str]]`): for each prediction, one reference or several.
+
+    Returns:
+        `float`: BLEU on sacreBLEU's **0-100** scale (100 = identical corpus); NaN for an empty corpus.
+
+    Raises:
+        `ValueError`: the lengths differ, or a prediction has no reference.
+    """
     import sacrebleu
 
-    _check_lengths(predictions, references)
-    refs = [[r] if isinstance(r, str) else list(r) for r in references]
-    width = max((len(r) for r in refs), default=1)
+    _check_lengths(predictions, references, "predictions and references")
+    if not predictions:
+        return math.nan
+    refs = [_references(r, f"references[{i}]") for i, r in enumerate(references)]
+    # sacreBLEU takes reference streams of equal length; a short list is padded with its own first reference, which
+    # changes neither the clipped n-gram counts nor the closest reference length.
+    width = max(len(r) for r in refs)
     streams = [[r[k] if k < len(r) else r[0] for r in refs] for k in range(width)]
     return float(sacrebleu.corpus_bleu(list(predictions), streams).score)
 
 
-def _tokens(text: str) -> list[str]:
-    """rouge_score's default tokenisation: lowercase, runs of ASCII letters and digits."""
+def rouge_tokens(text: str) -> list[str]:
+    """rouge_score's default tokenisation (no stemming): lowercase, then the runs of ``[a-z0-9]``; everything else
+    (punctuation, non-ASCII letters) separates tokens and is dropped."""
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
-def _lcs(a: list[str], b: list[str]) -> int:
+def longest_common_subsequence(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token lists (dynamic programming, O(|a| |b|))."""
     previous = [0] * (len(b) + 1)
     for x in a:
         current = [0]
@@ -169,71 +351,191 @@ def _lcs(a: list[str], b: list[str]) -> int:
     return previous[-1]
 
 
-def rouge_l_single(prediction: str, reference: str, beta: float = 1.2) -> float:
-    r"""ROUGE-L of App. D: $P = LCS/|G|$, $R = LCS/|R|$, $F = (1+\beta^2) P R / (R + \beta^2 P)$."""
-    pred, ref = _tokens(prediction), _tokens(reference)
-    lcs = _lcs(pred, ref) if pred and ref else 0
+def rouge_l_score(prediction: str, reference: str, beta: float = 1.2) -> float:
+    r"""ROUGE-L of one pair (App. D, ``app:eval_metric``): with $L = \mathrm{LCS}(G, R)$ over :func:`rouge_tokens`,
+    $P = L/|G|$, $R = L/|R|$ and
+
+    $$F = \frac{(1+\beta^2) P R}{R + \beta^2 P}.$$
+
+    0.0 if either side has no token or $L = 0$. With ``beta=1`` this is rouge_score's ``rougeL`` F-measure.
+
+    Args:
+        prediction (`str`): generated text $G$.
+        reference (`str`): reference $R$.
+        beta (`float`, *optional*, defaults to `1.2`): $\beta$ (the paper's value); > 1 weighs recall more.
+    """
+    pred, ref = rouge_tokens(prediction), rouge_tokens(reference)
+    lcs = longest_common_subsequence(pred, ref) if pred and ref else 0
     if lcs == 0:
         return 0.0
-    p, r = lcs / len(pred), lcs / len(ref)
-    return (1 + beta**2) * p * r / (r + beta**2 * p)
+    precision, recall = lcs / len(pred), lcs / len(ref)
+    return (1 + beta**2) * precision * recall / (recall + beta**2 * precision)
 
 
-def rouge_l(predictions: Sequence[str], references: Sequence[str], beta: float = 1.2) -> float:
-    """Mean ROUGE-L F over prediction/reference pairs (beta = 1.2 as in the paper; beta = 1 is rouge_score's F1)."""
-    _check_lengths(predictions, references)
+def rouge_l(
+    predictions: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]], beta: float = 1.2
+) -> float:
+    """Mean :func:`rouge_l_score` over prediction/reference pairs, on a 0-1 scale; with several references for a
+    prediction, the best one counts. NaN for empty input.
+
+    Raises:
+        `ValueError`: the lengths differ, or a prediction has no reference.
+    """
+    _check_lengths(predictions, references, "predictions and references")
     if not predictions:
-        return float("nan")
-    return sum(rouge_l_single(p, r, beta) for p, r in zip(predictions, references)) / len(predictions)
+        return math.nan
+    scores = [
+        max(rouge_l_score(p, r, beta) for r in _references(refs, f"references[{i}]"))
+        for i, (p, refs) in enumerate(zip(predictions, references))
+    ]
+    return sum(scores) / len(scores)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Multiple choice
 # ----------------------------------------------------------------------------------------------------------------
 
-_LETTER = re.compile(r"(?:^|answer\s*(?:is)?\s*[:\-]?\s*|\()\s*\(?([A-Ea-e])\)?(?:[.):\s]|$)")
+_OPTION_LETTERS = string.ascii_uppercase
+_ANSWER_CUE = re.compile(r"(?i:answer)(?:\s+(?i:is))?\s*[:=]?\s*(?:\(([A-Za-z])\)|([A-Z])(?![A-Za-z0-9]))")
+_LEADING_LETTER = re.compile(r"\(([A-Za-z])\)|([A-Z])(?![A-Za-z0-9])|([a-z])[.)]")
+_PAREN_LETTER = re.compile(r"\(([A-Za-z])\)")
+_CUE_PREFIX = re.compile(r"^(?:the\s+)?(?:correct\s+)?answer\s*(?:is)?\s*:?\s*")
+
+
+def _letters(choices: Sequence[str] | None) -> str:
+    if choices is None:
+        return "ABCDE"
+    if len(choices) > len(_OPTION_LETTERS):
+        raise ValueError(f"choices has {len(choices)} options; at most {len(_OPTION_LETTERS)} can be lettered")
+    return _OPTION_LETTERS[: len(choices)]
+
+
+def _option_text(text: str) -> str:
+    return " ".join(text.lower().split()).strip(_EDGE_PUNCTUATION)
 
 
 def extract_choice(text: str, choices: Sequence[str] | None = None) -> str:
-    """The option a generated ``text`` picks: a letter A-E (``B``, ``(B)``, ``B.``, ``Answer: B``), or, with
-    ``choices``, the letter of the option whose text it starts with. Returns "" if none is found."""
+    """The option letter a generated ``text`` picks, or ``""`` if it picks none.
+
+    Valid letters are A-E, or the first ``len(choices)`` letters given ``choices``. The first rule that applies:
+
+    1. (with ``choices``) the text is an option's text (case, spacing and surrounding punctuation aside);
+    2. the text is just a letter: ``B``, ``b``, ``(B)``, ``B.``, ``B)``;
+    3. the last answer cue: ``Answer: B``, ``the answer is (c)``, ``answer is B.`` (a lower-case letter only in
+       parentheses, so "the answer is a cat" is not A);
+    4. (with ``choices``) the text, after an "answer is"/"answer:" prefix, begins with an option's text followed by a
+       word boundary; the longest such option wins (``red, clearly`` -> the option ``red``);
+    5. a leading letter: ``B. Paris``, ``(B) because``, ``B\\nQuestion``, ``b. the second`` (an upper-case letter
+       followed by a non-alphanumeric character or the end, or a lower-case one followed by ``.``/``)``). A text
+       that begins with the word "A" (and no option's text) therefore reads as option A; the prompts of ``tasks``
+       ask for a letter;
+    6. the first parenthesised valid letter anywhere: ``I pick (B)``.
+
+    Args:
+        text (`str`): generated text.
+        choices (`Sequence[str]`, *optional*): the option texts, in letter order.
+
+    Returns:
+        `str`: an upper-case letter, or ``""``.
+    """
+    letters = _letters(choices)
+    options = [_option_text(c) for c in choices] if choices is not None else []
     stripped = text.strip()
-    match = _LETTER.search(stripped)
-    if match:
-        return match.group(1).upper()
-    if choices:
-        lowered = stripped.lower()
-        for k, option in enumerate(choices):
-            if option and lowered.startswith(option.strip().lower()):
-                return "ABCDE"[k]
+    flat = _option_text(stripped)
+    if flat and flat in options:
+        return letters[options.index(flat)]
+    if re.fullmatch(r"\(?[A-Za-z]\)?[.:)]?", stripped):
+        letter = next(c for c in stripped if c.isalpha()).upper()
+        if letter in letters:
+            return letter
+    cues = list(_ANSWER_CUE.finditer(stripped))
+    if cues and (letter := (cues[-1].group(1) or cues[-1].group(2)).upper()) in letters:
+        return letter
+    body = _CUE_PREFIX.sub("", flat)
+    prefixes = [k for k, o in enumerate(options) if o and re.match(re.escape(o) + r"(?!\w)", body)]
+    if prefixes:
+        return letters[max(prefixes, key=lambda k: len(options[k]))]
+    if match := _LEADING_LETTER.match(stripped):
+        letter = next(g for g in match.groups() if g).upper()
+        if letter in letters:
+            return letter
+    for match in _PAREN_LETTER.finditer(stripped):
+        if match.group(1).upper() in letters:
+            return match.group(1).upper()
     return ""
+
+
+def _reference_letter(reference: str, choices: Sequence[str] | None, i: int) -> str:
+    letters = _letters(choices)
+    stripped = reference.strip().strip("().:")
+    if len(stripped) == 1 and stripped.upper() in letters:
+        return stripped.upper()
+    letter = extract_choice(reference, choices)
+    if not letter:
+        kind = "an option letter or option text" if choices is not None else f"an option letter ({letters})"
+        raise ValueError(f"references[{i}] = {reference!r} is not {kind}")
+    return letter
 
 
 def choice_accuracy(
     predictions: Sequence[str], references: Sequence[str], choices: Sequence[Sequence[str]] | None = None
 ) -> float:
-    """Multiple-choice accuracy by generation: the extracted option letter equals the reference letter (or the
-    reference option text, given ``choices``)."""
-    _check_lengths(predictions, references)
+    """Multiple-choice accuracy by generation: the fraction of predictions whose :func:`extract_choice` letter is
+    the reference's.
+
+    Args:
+        predictions (`Sequence[str]`): generated texts.
+        references (`Sequence[str]`): the right option of each, as a letter (``"B"``, ``"(B)"``) or, given
+            ``choices``, as the option's text.
+        choices (`Sequence[Sequence[str]]`, *optional*): the option texts of each question, in letter order.
+
+    Returns:
+        `float`: in [0, 1]; a prediction from which no option can be read counts as wrong. NaN for empty input.
+
+    Raises:
+        `ValueError`: the lengths differ, or a reference names no option.
+    """
+    _check_lengths(predictions, references, "predictions and references")
+    if choices is not None:
+        _check_lengths(predictions, choices, "predictions and choices")
     if not predictions:
-        return float("nan")
+        return math.nan
     correct = 0
     for i, (prediction, reference) in enumerate(zip(predictions, references)):
         options = choices[i] if choices is not None else None
-        picked = extract_choice(prediction, options)
-        want = reference.strip().upper() if len(reference.strip()) == 1 else extract_choice(reference, options)
-        correct += bool(picked) and picked == want
+        correct += extract_choice(prediction, options) == _reference_letter(reference, options, i)
     return correct / len(predictions)
 
 
 def loglikelihood_choice(option_logprobs: Sequence[Sequence[float]], answers: Sequence[int]) -> float:
-    """Multiple-choice accuracy by log-likelihood: the option with the highest log-probability (summed or length-
-    normalised by the caller) is the model's pick."""
-    _check_lengths(option_logprobs, answers)
+    """Multiple-choice accuracy by log-likelihood: the model picks the option with the highest log-probability
+    (summed or length-normalised, as the caller computed it); a tie goes to the first such option.
+
+    NaN counts as -inf; a question whose options are all -inf/NaN counts as wrong.
+
+    Args:
+        option_logprobs (`Sequence[Sequence[float]]`): per question, one log-likelihood per option.
+        answers (`Sequence[int]`): per question, the index of the right option.
+
+    Returns:
+        `float`: in [0, 1]; NaN for empty input.
+
+    Raises:
+        `ValueError`: the lengths differ, a question has no option, or an answer is not an option index.
+    """
+    _check_lengths(option_logprobs, answers, "option_logprobs and answers")
     if not answers:
-        return float("nan")
-    picks = [max(range(len(lp)), key=lambda k, lp=lp: lp[k]) for lp in option_logprobs]
-    return sum(p == a for p, a in zip(picks, answers)) / len(answers)
+        return math.nan
+    correct = 0
+    for i, (logprobs, answer) in enumerate(zip(option_logprobs, answers)):
+        values = [-math.inf if math.isnan(v) else float(v) for v in logprobs]
+        if not values:
+            raise ValueError(f"option_logprobs[{i}] is empty")
+        if not 0 <= answer < len(values):
+            raise ValueError(f"answers[{i}] = {answer} is not an option index for {len(values)} options")
+        best = max(values)
+        correct += best > -math.inf and values.index(best) == answer
+    return correct / len(answers)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -241,59 +543,112 @@ def loglikelihood_choice(option_logprobs: Sequence[Sequence[float]], answers: Se
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _lower_triangle(matrix) -> list[list[float]]:
-    """Rows ``R[t][0..t]`` as floats from a lower-triangular list or a full matrix (entries above the diagonal are
-    ignored); NaN/None on or below the diagonal are kept as NaN."""
-    rows = [list(map(lambda v: math.nan if v is None else float(v), row)) for row in (list(r) for r in matrix)]
+def lower_triangle(matrix: Matrix) -> list[list[float]]:
+    """The rows ``R[t][0..t]`` of an accuracy matrix, as floats with NaN for missing scores.
+
+    Args:
+        matrix (`Sequence[Sequence[float | None]]` or 2-D numpy array): row t = scores after stage t. Each row t has
+            either t+1 entries (lower-triangular) or T entries (full, T = number of rows); entries above the
+            diagonal are ignored whatever they hold. None counts as NaN.
+
+    Raises:
+        `ValueError`: ``matrix`` is empty, is not a sequence of rows, has a row of another length, or holds an
+            entry that is not a number.
+    """
+    try:
+        rows = [list(row) for row in matrix]
+    except TypeError as error:
+        raise ValueError(f"matrix must be a sequence of rows (row t = scores after stage t): {error}") from None
+    T = len(rows)
+    if T == 0:
+        raise ValueError("matrix is empty: it needs a row per training stage")
+    lower = []
     for t, row in enumerate(rows):
-        if len(row) < t + 1:
-            raise ValueError(f"matrix row {t} has {len(row)} entries; a row after stage t needs at least t+1")
-    return [row[: t + 1] for t, row in enumerate(rows)]
+        if len(row) not in (t + 1, T):
+            raise ValueError(
+                f"matrix row {t} has {len(row)} entries: expected {t + 1} (lower-triangular) or {T} (full, with "
+                "NaN/None for tasks not yet seen)"
+            )
+        try:
+            lower.append([math.nan if v is None else float(v) for v in row[: t + 1]])
+        except (TypeError, ValueError):
+            raise ValueError(f"matrix row {t} holds a value that is not a number or None: {row[: t + 1]!r}") from None
+    return lower
 
 
-def _mean(values: list[float]) -> float:
+def _nanmean(values: list[float]) -> float:
     values = [v for v in values if not math.isnan(v)]
     return sum(values) / len(values) if values else math.nan
 
 
-def average_forgetting(matrix) -> float:
+def _nanmax(values: list[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return max(values) if values else math.nan
+
+
+def average_forgetting(matrix: Matrix) -> float:
     r"""Average forgetting, ``eq:forgetting``:
-    $\mathcal F = \frac{1}{T-1}\sum_{i=1}^{T-1}\max_{t>i}[R_{i,i} - R_{t,i}]$: the largest drop of each earlier
-    task from its score right after it was learned (not from its best score). 0.0 for a single stage."""
-    rows = _lower_triangle(matrix)
+
+    $$\mathcal F = \frac{1}{T-1} \sum_{i=1}^{T-1} \max_{t > i} [F_i(D_i) - F_t(D_i)],$$
+
+    i.e. with 0-based ``R``: the mean over tasks i = 0..T-2 of ``max(R[i][i] - R[t][i] for t in i+1..T-1)``. As in
+    the paper, the drop is measured from the score **right after learning task i**, not from its best score: a task
+    that improves later and then falls back to where it started has forgotten nothing. Negative when every later
+    score of a task is above its first one. Missing scores are skipped, and so is a task left with no drop.
+
+    Returns:
+        `float`: $\mathcal F$ (larger = more forgetting); 0.0 for a single stage; NaN if no task has a drop.
+    """
+    rows = lower_triangle(matrix)
     T = len(rows)
-    if T < 2:
+    if T == 1:
         return 0.0
-    return _mean([max(rows[i][i] - rows[t][i] for t in range(i + 1, T)) for i in range(T - 1)])
+    drops = [_nanmax([rows[i][i] - rows[t][i] for t in range(i + 1, T)]) for i in range(T - 1)]
+    return _nanmean(drops)
 
 
-def backward_transfer(matrix) -> float:
-    r"""BWT $= \frac{1}{T-1}\sum_{i<T-1}(R_{T-1,i} - R_{i,i})$; negative when earlier tasks were forgotten."""
-    rows = _lower_triangle(matrix)
+def backward_transfer(matrix: Matrix) -> float:
+    r"""Backward transfer: $\mathrm{BWT} = \frac{1}{T-1} \sum_{i=0}^{T-2} (R_{T-1,i} - R_{i,i})$, the mean change of
+    the earlier tasks from right after learning them to the end; negative when they were forgotten. Since the
+    final drop is one of the drops :func:`average_forgetting` maximises over, $\mathcal F \ge -\mathrm{BWT}$, with
+    equality when every task is at its lowest at the end.
+
+    Returns:
+        `float`: BWT; 0.0 for a single stage; missing scores are skipped.
+    """
+    rows = lower_triangle(matrix)
     T = len(rows)
-    if T < 2:
+    if T == 1:
         return 0.0
-    return _mean([rows[-1][i] - rows[i][i] for i in range(T - 1)])
+    return _nanmean([rows[-1][i] - rows[i][i] for i in range(T - 1)])
 
 
-def final_average(matrix) -> float:
-    """Mean score over all tasks after the last stage."""
-    rows = _lower_triangle(matrix)
-    return _mean(rows[-1]) if rows else math.nan
+def final_average(matrix: Matrix) -> float:
+    """Mean of the last row: the average score over all T tasks after the final stage (missing scores skipped)."""
+    return _nanmean(lower_triangle(matrix)[-1])
 
 
-def normalized_score(matrix, eps: float = 1e-8) -> float:
-    r"""Average normalised score (App. D): $\frac1D\sum_d s_d / \max(s_d^{max}, \epsilon)$ with $s_d$ the final score
-    on task d and $s_d^{max}$ its best score over the stages where it was evaluated."""
-    rows = _lower_triangle(matrix)
-    if not rows:
-        return math.nan
+def normalized_score(matrix: Matrix, eps: float = 1e-8) -> float:
+    r"""Average normalised score (App. D, ``app:eval_metric``):
+
+    $$\mathrm{Score}_{avg} = \frac{1}{D} \sum_{d} \frac{s_d}{\max(s_d^{max}, \epsilon)},$$
+
+    with $s_d$ = ``R[T-1][d]`` the final score on task d and $s_d^{max}$ = ``max(R[t][d] for t >= d)`` its best
+    score over the stages at which it was evaluated (the final one included, so each term is <= 1 for
+    non-negative scores). All T tasks count, the last one too (its term is 1).
+
+    Args:
+        matrix: the accuracy matrix.
+        eps (`float`, *optional*, defaults to `1e-8`): $\epsilon$; a task never above 0 contributes 0.
+    """
+    rows = lower_triangle(matrix)
     T = len(rows)
-    return _mean([rows[-1][d] / max(max(rows[t][d] for t in range(d, T)), eps) for d in range(T)])
+    return _nanmean([rows[-1][d] / max(_nanmax([rows[t][d] for t in range(d, T)]), eps) for d in range(T)])
 
 
-def summarize(matrix) -> dict[str, float]:
-    """final_average, average_forgetting, backward_transfer and normalized_score of ``matrix``."""
+def summarize(matrix: Matrix) -> dict[str, float]:
+    """The four matrix metrics: ``final_average``, ``average_forgetting``, ``backward_transfer``,
+    ``normalized_score``."""
     return {
         "final_average": final_average(matrix),
         "average_forgetting": average_forgetting(matrix),

@@ -163,8 +163,7 @@ class MSSRTrainer(SFTTrainer):
 
         # Rows of the prepared dataset (trl may drop rows with no trainable token): which are task, which bank.
         row_ids = torch.tensor(list(self.train_dataset[args.replay_id_column]), dtype=torch.int64)
-        task_ids = set(train_dataset[args.replay_id_column])
-        is_task = torch.tensor([int(i) in task_ids for i in row_ids.tolist()], dtype=torch.bool)
+        is_task = torch.isin(row_ids, torch.tensor(list(train_dataset[args.replay_id_column]), dtype=torch.int64))
         self.task_rows = torch.nonzero(is_task).flatten()
         self.bank_ids = row_ids[~is_task]
         self.row_of_id = torch.full((num_ids,), -1, dtype=torch.int64)

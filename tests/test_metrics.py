@@ -1,154 +1,531 @@
-"""Answer metrics and accuracy-matrix metrics on hand-computed cases."""
+"""Tests for ``mssr_hf/metrics.py``: answer metrics (paper App. D, ``app:eval_metric``) and the accuracy-matrix metrics
+(``eq:forgetting``, BWT, final average, average normalised score; DESIGN.md section 7).
+
+Expected numbers are computed by hand; the arithmetic is written next to each one. sacreBLEU and rouge_score are
+used only as cross-checks.
+"""
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mssr_hf import metrics
+from mssr_hf.metrics import (
+    average_forgetting,
+    backward_transfer,
+    bleu,
+    canonical_number,
+    choice_accuracy,
+    exact_match,
+    extract_choice,
+    final_average,
+    last_boxed,
+    loglikelihood_choice,
+    longest_common_subsequence,
+    lower_triangle,
+    normalize_answer,
+    normalize_squad_answer,
+    normalized_score,
+    rouge_l,
+    rouge_l_score,
+    rouge_tokens,
+    squad_exact_match,
+    squad_f1,
+    summarize,
+)
 
-# ---------------------------------------------------------------------------------------------- exact match
+NAN = float("nan")
+PROP = settings(max_examples=60, deadline=None)
+
+# ----------------------------------------------------------------------------------------------------------------
+# Exact match: normalize_answer
+# ----------------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "prediction, reference",
-    [("\\boxed{\\frac{1}{2}}", "0.5"), ("1,000", "1000"), ("3.0", "3"), ("$5$", "5"), ("0.5", "1/2"),
-     ("The final answer is \\boxed{42}.", "42"), ("\\boxed{\\dfrac{3}{4}}", "\\frac{3}{4}"), ("+5", "5"),
-     ("-0", "0"), (" Paris. ", "paris"), ("\\text{yes}", "Yes"), ("2/6", "1/3"), (".5", "0.50")],
-)  # fmt: skip
+    [
+        ("\\boxed{\\frac{1}{2}}", "0.5"),  # nested braces; \frac{1}{2} -> 1/2 -> 0.5
+        ("The final answer is $\\boxed{42}$.", "42"),
+        ("\\boxed{1} first, then \\boxed{\\dfrac{3}{4}}", "0.75"),  # the last \boxed wins
+        ("1,000", "1000"),
+        ("1,234,567.50", "1234567.5"),
+        ("1{,}000", "1000"),  # LaTeX thousands separator
+        ("3.0", "3"),
+        ("$5$", "5"),
+        ("\\$5.00", "5"),
+        ("0.5", "1/2"),
+        ("\\frac12", "0.5"),
+        ("-\\frac{1}{2}", "-0.5"),
+        ("2/6", "\\frac{1}{3}"),  # non-terminating: both 1/3 in lowest terms
+        ("+5", "5"),
+        ("-0", "0"),
+        (".5", "0.50"),
+        ("5.", "5"),
+        (" Paris. ", "paris"),
+        ("\\text{Yes}", "yes"),
+        ("\\mathrm{\\text{km}}", "km"),
+        ("\\left( 1, 2 \\right)", "(1,2)"),  # both (1, 2)
+        ("(1,2)", "( 1 , 2 )"),
+        ("x + 1", "x+1"),
+        ("\\frac{x+1}{2}", "(x+1)/2"),
+        ("30^\\circ", "30"),
+        ("50\\%", "50"),
+        ("\\(7\\)", "7"),
+        ("**42**", "42"),
+        ("\u22123", "-3"),  # Unicode minus
+    ],
+)
 def test_exact_match_normalises(prediction, reference):
-    assert metrics.exact_match(prediction, reference) == 1.0
+    assert exact_match(prediction, reference) == 1.0
+    assert exact_match(reference, prediction) == 1.0
 
 
 @pytest.mark.parametrize(
     "prediction, reference",
-    [("12", "1.2"), ("x+1", "x-1"), ("1/3", "0.33"), ("-5", "5"), ("10", "100"), ("\\boxed{2}", "\\boxed{3}")],
+    [
+        ("12", "1.2"),
+        ("x+1", "x-1"),
+        ("1/3", "0.33"),
+        ("-5", "5"),
+        ("10", "100"),
+        ("1,0000", "10000"),  # not a thousands separator
+        ("1, 2", "12"),
+        ("3, 500", "3500"),  # a list, not a thousands separator
+        ("3 ,500", "3500"),
+        ("3 4", "34"),
+        ("(0,1]", "[0,1)"),  # brackets are never stripped
+        ("\\frac{x+1}{2}", "x+1/2"),  # the fraction keeps its parentheses
+        ("\\boxed{2}", "\\boxed{3}"),
+        ("new york", "newyork"),
+        ("1/0", "0"),
+    ],
 )
 def test_exact_match_keeps_different_answers_apart(prediction, reference):
-    assert metrics.exact_match(prediction, reference) == 0.0
+    assert exact_match(prediction, reference) == 0.0
 
 
-def test_last_boxed_handles_nesting_and_takes_the_last():
-    assert metrics.last_boxed("a \\boxed{1} then \\boxed{\\frac{1}{2}} end") == "\\frac{1}{2}"
-    assert metrics.last_boxed("no box") is None
+def test_normalize_answer_outputs():
+    assert normalize_answer("\\frac{\\frac{1}{2}}{3}") == "(1/2)/3"  # nested fractions, inner first
+    assert normalize_answer("\\frac{\\sqrt{3}}{2}") == "\\sqrt{3}/2"  # one term: no parentheses
+    assert normalize_answer("\\leftarrow") == "\\leftarrow"  # \left is dropped only as a whole command
+    assert normalize_answer("  New   York ") == "new york"
+    assert normalize_answer("\\left[ 1,2 \\right)") == "[1, 2)"
+    assert normalize_answer("Paris,France.") == "paris, france"
+    assert normalize_answer("") == ""
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.text(max_size=30))
-def test_normalisation_is_idempotent(text):
-    once = metrics.normalize_answer(text)
-    assert metrics.normalize_answer(once) == once
+def test_last_boxed():
+    assert last_boxed("a \\boxed{1} then \\boxed{\\frac{1}{2}} end") == "\\frac{1}{2}"
+    assert last_boxed("\\fbox{x}") == "x"
+    assert last_boxed("\\boxed{\\{1,2\\}}") == "\\{1,2\\}"  # escaped braces do not count
+    assert last_boxed("\\boxed{3} and a cut-off \\boxed{4") == "3"  # the last one whose braces close
+    assert last_boxed("\\boxed{}") == ""
+    assert last_boxed("no box") is None
 
 
-# ---------------------------------------------------------------------------------------------- SQuAD
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("3.0", "3"),
+        ("-0.0", "0"),
+        ("+5", "5"),
+        ("007", "7"),
+        ("0.50", "0.5"),
+        ("-.25", "-0.25"),
+        ("1/2", "0.5"),
+        ("-3/4", "-0.75"),
+        ("1/1024", "0.0009765625"),  # 1/2^10: exact, no exponent notation
+        ("2/6", "1/3"),  # 6 = 2 * 3 does not terminate: lowest terms
+        ("10/5", "2"),
+        ("0.1234567890123456789", "0.1234567890123456789"),  # exact, no float rounding
+        ("1/0", None),
+        ("1e3", None),
+        ("1,000", None),  # separators are removed by normalize_answer, not here
+        ("x", None),
+    ],
+)
+def test_canonical_number(text, expected):
+    assert canonical_number(text) == expected
+
+
+LATEX_PIECES = st.sampled_from(
+    ["\\boxed{", "\\fbox{", "\\frac", "\\dfrac", "{", "}", "\\text{", "\\left", "\\right", "$", "\\$", "\\%", "%",
+     "1", "0", "5", ",", ".", "-", "+", "/", " ", "x", "A", "\\", "(", ")", "^\\circ", "{,}", "\\!", "\\(", "le", "ft"]
+)  # fmt: skip
+
+
+@PROP
+@given(st.one_of(st.text(max_size=30), st.lists(LATEX_PIECES, max_size=12).map("".join)))
+def test_normalize_answer_is_idempotent(text):
+    once = normalize_answer(text)
+    assert normalize_answer(once) == once
+
+
+@PROP
+@given(st.lists(LATEX_PIECES, max_size=8).map("".join), st.lists(LATEX_PIECES, max_size=8).map("".join))
+def test_exact_match_is_symmetric_and_reflexive(a, b):
+    assert exact_match(a, b) == exact_match(b, a)
+    assert exact_match(a, a) == 1.0
+    assert exact_match(a, normalize_answer(a)) == 1.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SQuAD
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def test_squad_f1_hand_computed():
-    # "the cat sat" -> [cat, sat]; "a cat sat down" -> [cat, sat, down]; common 2: P = 2/2, R = 2/3, F1 = 0.8
-    assert metrics.squad_f1("the cat sat", "a cat sat down") == pytest.approx(0.8)
-    # punctuation and case ignored; max over references
-    assert metrics.squad_f1("Denver Broncos!", ["Carolina Panthers", "denver broncos"]) == 1.0
-    # "in 1990 the war" vs "1990": [in, 1990, war] vs [1990]: P = 1/3, R = 1, F1 = 2 * (1/3) / (4/3) = 0.5
-    assert metrics.squad_f1("in 1990 the war", "1990") == pytest.approx(0.5)
-    assert metrics.squad_f1("", "") == 1.0 and metrics.squad_f1("x", "") == 0.0 and metrics.squad_f1("x", "y") == 0.0
-    # repeated tokens count by multiplicity: [a..] is removed as an article, so use "b b c" vs "b c c":
-    # common = min(2,1) + min(1,2) = 2: P = 2/3, R = 2/3, F1 = 2/3
-    assert metrics.squad_f1("b b c", "b c c") == pytest.approx(2 / 3)
-    assert metrics.squad_exact_match("The Eiffel Tower", ["eiffel tower"]) == 1.0
-    with pytest.raises(ValueError, match="references"):
-        metrics.squad_f1("x", [])
+    # "the cat sat" -> [cat, sat]; "a cat sat down" -> [cat, sat, down]; common 2: P = 2/2, R = 2/3,
+    # F1 = 2 * 1 * (2/3) / (1 + 2/3) = (4/3) / (5/3) = 0.8
+    assert squad_f1("the cat sat", "a cat sat down") == pytest.approx(0.8)
+    # [in, 1990, war] vs [1990]: P = 1/3, R = 1, F1 = 2 * (1/3) / (4/3) = 0.5
+    assert squad_f1("in 1990 the war", "1990") == pytest.approx(0.5)
+    # multiplicity: [b, b, c] vs [b, c, c]: common = min(2,1) + min(1,2) = 2; P = R = 2/3, F1 = 2/3
+    assert squad_f1("b b c", "b c c") == pytest.approx(2 / 3)
+    # the maximum over references: 0 against the first, 1 against the second
+    assert squad_f1("Denver Broncos!", ["Carolina Panthers", "denver broncos"]) == 1.0
+    # max(F1 vs "cat" = 2 * (1/2) * 1 / (3/2) = 2/3, F1 vs "black cat" = 1) = 1
+    assert squad_f1("black cat", ("cat", "the black cat")) == 1.0
+    assert squad_f1("x", "y") == 0.0
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.text(max_size=20), st.text(max_size=20))
-def test_squad_f1_bounds(a, b):
-    assert 0.0 <= metrics.squad_f1(a, b) <= 1.0
-    if metrics._squad_normalize(a):
-        assert metrics.squad_f1(a, a) == 1.0
+@pytest.mark.parametrize(
+    "prediction, reference, f1",
+    [
+        ("The Eiffel Tower", "Eiffel Tower", 1.0),  # articles dropped
+        ("an apple", "Apple", 1.0),
+        ("theater", "the ater", 0.0),  # "the" inside a word stays: [theater] vs [ater]
+        ("U.S.", "US", 1.0),  # punctuation deleted, not replaced by a space
+        ("well-known", "well known", 0.0),  # [wellknown] vs [well, known]
+        ("1,000", "1000", 1.0),
+        ("3.5", "35", 1.0),  # the official normalisation deletes the point too
+        ("", "", 1.0),  # SQuAD v2: both empty -> 1
+        ("the", "a", 1.0),  # both normalise to nothing
+        ("x", "", 0.0),  # one empty -> 0
+        ("", "x", 0.0),
+    ],
+)
+def test_squad_f1_official_edge_cases(prediction, reference, f1):
+    assert squad_f1(prediction, reference) == f1
+    assert squad_exact_match(prediction, reference) == f1  # each case is all or nothing
 
 
-# ---------------------------------------------------------------------------------------------- BLEU / ROUGE-L
+def test_squad_normalisation_and_exact_match():
+    assert normalize_squad_answer("  The  U.S.  Army's  ") == "us armys"
+    assert squad_exact_match("The Eiffel Tower", ["Louvre", "eiffel tower"]) == 1.0
+    assert squad_exact_match("the cat sat", "a cat sat down") == 0.0
+    for function in (squad_f1, squad_exact_match):
+        with pytest.raises(ValueError, match="references"):
+            function("x", [])
+
+
+@PROP
+@given(st.text(max_size=25), st.lists(st.text(max_size=25), min_size=1, max_size=3))
+def test_squad_f1_bounds(prediction, references):
+    assert 0.0 <= squad_f1(prediction, references) <= 1.0
+    assert squad_exact_match(prediction, references) <= squad_f1(prediction, references)
+    if normalize_squad_answer(prediction):
+        assert squad_f1(prediction, prediction) == 1.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BLEU
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_bleu_hand_computed():
+    assert bleu(["the cat sat on the mat"], ["the cat sat on the mat"]) == pytest.approx(100.0)
+    # [the cat sat on the mat] vs [the cat sat on a mat], same length so BP = 1. Clipped matches:
+    # 1-grams 5/6 ("the" twice, once in the reference); 2-grams 3/5 (the cat, cat sat, sat on);
+    # 3-grams 2/4 (the cat sat, cat sat on); 4-grams 1/3 (the cat sat on).
+    # BLEU = (5/6 * 3/5 * 2/4 * 1/3)^(1/4) = (1/12)^(1/4) = 0.537285
+    assert bleu(["the cat sat on the mat"], ["the cat sat on a mat"]) == pytest.approx(100 * (1 / 12) ** 0.25)
+    # [a b c d e f] vs [a b c x e f]: 1-grams 5/6, 2-grams 3/5 (ab bc ef), 3-grams 1/4 (abc), 4-grams 0/3.
+    # Exponential smoothing: the 1st order with no match counts 1 / (2^1 * 3) = 1/6.
+    # BLEU = (5/6 * 3/5 * 1/4 * 1/6)^(1/4) = (1/48)^(1/4) = 0.379918
+    assert bleu(["a b c d e f"], ["a b c x e f"]) == pytest.approx(100 * (1 / 48) ** 0.25)
+    # brevity penalty: all precisions 1, c = 6, r = 7: BP = exp(1 - 7/6) = exp(-1/6) = 0.846482
+    assert bleu(["the cat sat on the mat"], ["the cat sat on the mat today"]) == pytest.approx(100 * math.exp(-1 / 6))
 
 
 def test_bleu_matches_sacrebleu():
     import sacrebleu
 
-    assert metrics.bleu(["the cat sat on the mat"], ["the cat sat on the mat"]) == pytest.approx(100.0)
-    preds, refs = ["the cat is on the mat", "a dog barks"], ["there is a cat on the mat", "the dog barks loudly"]
-    assert metrics.bleu(preds, refs) == pytest.approx(sacrebleu.corpus_bleu(preds, [refs]).score)
+    preds = ["the cat is on the mat", "a dog barks at night", "It rains."]
+    refs = ["there is a cat on the mat", "the dog barks loudly at night", "It is raining."]
+    assert bleu(preds, refs) == pytest.approx(sacrebleu.corpus_bleu(preds, [refs]).score)
+    # several references; the second prediction's single reference pads the second stream
+    multi = [["there is a cat on the mat", "the cat is on a mat"], ["the dog barks loudly at night"], refs[2:]]
+    streams = [[m[0] for m in multi], [multi[0][1], multi[1][0], multi[2][0]]]
+    assert bleu(preds, multi) == pytest.approx(sacrebleu.corpus_bleu(preds, streams).score)
+    assert bleu(preds, multi) > bleu(preds, refs)  # the extra reference "the cat is on a mat" matches more
+
+
+def test_bleu_errors_and_empty():
     with pytest.raises(ValueError, match="predictions and references"):
-        metrics.bleu(["a"], [])
+        bleu(["a"], [])
+    with pytest.raises(ValueError, match=r"references\[0\]"):
+        bleu(["a"], [[]])
+    assert math.isnan(bleu([], []))
 
 
-def test_rouge_l_beta_one_is_rouge_score_f1_and_beta_1_2_by_hand():
+# ----------------------------------------------------------------------------------------------------------------
+# ROUGE-L
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_rouge_l_hand_computed():
+    assert longest_common_subsequence(list("abcd"), list("acde")) == 3  # a c d
+    assert rouge_tokens("The cat's hat, 2 ways!") == ["the", "cat", "s", "hat", "2", "ways"]
+    # [a b c d] vs [a c d e e]: LCS = 3 (a c d); P = 3/4, R = 3/5;
+    # F = (1 + 1.44) * 0.75 * 0.6 / (0.6 + 1.44 * 0.75) = 1.098 / 1.68 = 0.653571
+    assert rouge_l(["a b c d"], ["a c d e e"]) == pytest.approx(1.098 / 1.68)
+    # beta = 1: 2 * 0.75 * 0.6 / (0.75 + 0.6) = 0.9 / 1.35 = 2/3
+    assert rouge_l(["a b c d"], ["a c d e e"], beta=1.0) == pytest.approx(2 / 3)
+    # mean over pairs: identical (1.0) and disjoint (0.0) -> 0.5
+    assert rouge_l(["x y", "p"], ["x y", "q"]) == pytest.approx(0.5)
+    # several references: the best one counts
+    assert rouge_l(["a b c d"], [["z", "a b c d"]]) == pytest.approx(1.0)
+    assert rouge_l_score("", "a") == 0.0 and rouge_l_score("!!", "!!") == 0.0  # no tokens
+    assert math.isnan(rouge_l([], []))
+    with pytest.raises(ValueError, match="predictions and references"):
+        rouge_l(["a"], ["a", "b"])
+
+
+def test_rouge_l_beta_one_is_rouge_score():
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rougeL"])
-    for pred, ref in [("a b c d", "a c d e"), ("the cat sat on the mat", "the cat lay on a mat"), ("x", "y z")]:
-        assert metrics.rouge_l([pred], [ref], beta=1.0) == pytest.approx(scorer.score(ref, pred)["rougeL"].fmeasure)
-    # "a b c d" vs "a c d e e": LCS = 3 (a c d); P = 3/4, R = 3/5;
-    # F = (1 + 1.44) * 0.75 * 0.6 / (0.6 + 1.44 * 0.75) = 1.098 / 1.68 = 0.6535714
-    assert metrics.rouge_l(["a b c d"], ["a c d e e"]) == pytest.approx(1.098 / 1.68)
+    pairs = [("a b c d", "a c d e"), ("the cat sat on the mat", "the cat lay on a mat"), ("x", "y z"),
+             ("Hello, World! It's me.", "hello world it is me")]  # fmt: skip
+    for pred, ref in pairs:
+        assert rouge_l([pred], [ref], beta=1.0) == pytest.approx(scorer.score(ref, pred)["rougeL"].fmeasure)
 
 
-# ---------------------------------------------------------------------------------------------- multiple choice
+WORDS = st.lists(st.sampled_from(["a", "b", "c", "The", "cat,", "sat!", "x1", "é"]), max_size=10).map(" ".join)
 
 
-def test_choice_accuracy_extracts_letters_and_option_text():
+@PROP
+@given(WORDS, WORDS)
+def test_rouge_l_matches_rouge_score_and_is_bounded(prediction, reference):
+    from rouge_score import rouge_scorer, tokenize
+
+    assert rouge_tokens(prediction) == tokenize.tokenize(prediction, None)
+    expected = rouge_scorer.RougeScorer(["rougeL"]).score(reference, prediction)["rougeL"].fmeasure
+    assert rouge_l_score(prediction, reference, beta=1.0) == pytest.approx(expected)
+    assert 0.0 <= rouge_l_score(prediction, reference) <= 1.0
+    if rouge_tokens(prediction):
+        assert rouge_l_score(prediction, prediction) == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Multiple choice
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, letter",
+    [
+        ("B", "B"),
+        ("b", "B"),
+        ("(B)", "B"),
+        ("B.", "B"),
+        (" B\nQuestion: next", "B"),  # generation that runs on
+        ("B. Paris", "B"),
+        ("(C) because it is", "C"),
+        ("b. the second", "B"),
+        ("Answer: D", "D"),
+        ("The answer is (c).", "C"),
+        ("First I thought A, but the answer is E", "E"),  # the last cue
+        ("I pick (B)", "B"),
+        ("the answer is a cat", ""),  # a lower-case letter needs parentheses after a cue
+        ("a cat", ""),
+        ("F", ""),  # only A-E without choices
+        ("no idea", ""),
+    ],
+)
+def test_extract_choice_letters(text, letter):
+    assert extract_choice(text) == letter
+
+
+def test_extract_choice_with_option_texts():
+    options = ["a cat", "a dog", "red", "reddish brown"]
+    assert extract_choice("A dog", options) == "B"  # an option's text beats the leading-letter reading
+    assert extract_choice("A dog", None) == "A"
+    assert extract_choice("red, clearly", options) == "C"
+    assert extract_choice("Reddish brown.", options) == "D"  # the longest option that matches
+    assert extract_choice("The answer is red", options) == "C"
+    assert extract_choice("redder", options) == ""  # an option must end at a word boundary
+    assert extract_choice("(E)", options) == ""  # four options: A-D only
+    assert extract_choice("E", [str(k) for k in range(6)]) == "E"
+    with pytest.raises(ValueError, match="choices"):
+        extract_choice("A", [str(k) for k in range(27)])
+
+
+def test_choice_accuracy_hand_computed():
     choices = [["x", "y", "z"], ["a", "b", "c"], ["a", "b", "c"], ["red", "blue", "green"], ["p", "q"]]
     predictions = ["B", "(C) because", "Answer: A", "red, clearly", "no idea"]
     references = ["B", "C", "B", "A", "A"]
-    # right, right, wrong (A vs B), right (the text "red" is option A), nothing extracted -> 3/5
-    assert metrics.choice_accuracy(predictions, references, choices) == pytest.approx(0.6)
-    assert metrics.extract_choice("b. the second") == "B"
+    # right, right, wrong (A vs B), right (the text "red" is option A), nothing extracted (wrong) -> 3/5
+    assert choice_accuracy(predictions, references, choices) == pytest.approx(0.6)
+    # references given as option text or "(B)"; "green" is C, so "C." is right and "B" is wrong -> 1/2
+    assert choice_accuracy(["C.", "B"], ["green", "(A)"], [["red", "blue", "green"]] * 2) == pytest.approx(0.5)
+    assert choice_accuracy(["A", "B", "b. x", "(D)"], ["A", "A", "B", "D"]) == pytest.approx(3 / 4)  # no choices
+    assert math.isnan(choice_accuracy([], []))
+
+
+def test_choice_accuracy_errors():
+    with pytest.raises(ValueError, match="predictions and references"):
+        choice_accuracy(["A"], ["A", "B"])
+    with pytest.raises(ValueError, match="predictions and choices"):
+        choice_accuracy(["A"], ["A"], [["x"], ["y"]])
+    with pytest.raises(ValueError, match=r"references\[0\]"):
+        choice_accuracy(["A"], ["Paris"])  # a text reference needs choices
 
 
 def test_loglikelihood_choice():
-    assert metrics.loglikelihood_choice([[-1.0, -0.5], [-3.0, -4.0], [-2.0, -1.0]], [1, 0, 0]) == pytest.approx(2 / 3)
+    # argmax per row: 1 (right), 0 (right), 1 (wrong, answer 0) -> 2/3
+    assert loglikelihood_choice([[-1.0, -0.5], [-3.0, -4.0], [-2.0, -1.0]], [1, 0, 0]) == pytest.approx(2 / 3)
+    # a tie goes to the first option; NaN counts as -inf; all -inf/NaN is wrong
+    assert loglikelihood_choice([[-1.0, -1.0], [NAN, -2.0], [NAN, -math.inf]], [0, 1, 0]) == pytest.approx(2 / 3)
+    assert math.isnan(loglikelihood_choice([], []))
+    with pytest.raises(ValueError, match="option_logprobs and answers"):
+        loglikelihood_choice([[0.0]], [0, 0])
+    with pytest.raises(ValueError, match=r"answers\[0\]"):
+        loglikelihood_choice([[0.0, -1.0]], [2])
+    with pytest.raises(ValueError, match=r"option_logprobs\[0\]"):
+        loglikelihood_choice([[]], [0])
 
 
-# ---------------------------------------------------------------------------------------------- matrix metrics
+# ----------------------------------------------------------------------------------------------------------------
+# The accuracy matrix
+# ----------------------------------------------------------------------------------------------------------------
 
 M3 = [[0.8], [0.6, 0.9], [0.5, 0.7, 0.95]]
-M3_FULL = [[0.8, math.nan, None], [0.6, 0.9, math.nan], [0.5, 0.7, 0.95]]
+M4 = [[0.90], [0.70, 0.80], [0.75, 0.60, 0.85], [0.50, 0.65, 0.80, 0.70]]
 
 
-@pytest.mark.parametrize("matrix", [M3, M3_FULL])
-def test_matrix_metrics_hand_computed(matrix):
-    # forgetting: task 0: max(0.8-0.6, 0.8-0.5) = 0.3; task 1: 0.9-0.7 = 0.2; mean = 0.25
-    assert metrics.average_forgetting(matrix) == pytest.approx(0.25)
-    # BWT: ((0.5-0.8) + (0.7-0.9)) / 2 = -0.25
-    assert metrics.backward_transfer(matrix) == pytest.approx(-0.25)
-    # final average: (0.5 + 0.7 + 0.95) / 3 = 0.716667
-    assert metrics.final_average(matrix) == pytest.approx(2.15 / 3)
+def full(lower, fill=NAN):
+    """The lower-triangular ``lower`` as a square matrix with ``fill`` above the diagonal."""
+    return [row + [fill] * (len(lower) - len(row)) for row in lower]
+
+
+def variants(lower):
+    """The same matrix written five ways: lower-triangular, NaN-full, None-full, numpy, junk above the diagonal."""
+    return [lower, full(lower), full(lower, None), np.array(full(lower)), full(lower, 123.0)]
+
+
+@pytest.mark.parametrize("matrix", variants(M3))
+def test_matrix_metrics_3x3(matrix):
+    # forgetting: task 0: max(0.8 - 0.6, 0.8 - 0.5) = 0.3; task 1: 0.9 - 0.7 = 0.2; mean = 0.25
+    assert average_forgetting(matrix) == pytest.approx(0.25)
+    # BWT: ((0.5 - 0.8) + (0.7 - 0.9)) / 2 = -0.25 (each task is at its lowest at the end: F = -BWT)
+    assert backward_transfer(matrix) == pytest.approx(-0.25)
+    # final average: (0.5 + 0.7 + 0.95) / 3 = 2.15 / 3 = 0.716667
+    assert final_average(matrix) == pytest.approx(2.15 / 3)
     # normalised: (0.5/0.8 + 0.7/0.9 + 0.95/0.95) / 3 = (0.625 + 0.777778 + 1) / 3 = 0.800926
-    assert metrics.normalized_score(matrix) == pytest.approx((0.625 + 0.7 / 0.9 + 1.0) / 3)
-    assert metrics.summarize(matrix)["average_forgetting"] == pytest.approx(0.25)
+    assert normalized_score(matrix) == pytest.approx((0.625 + 0.7 / 0.9 + 1.0) / 3)
 
 
-def test_forgetting_uses_the_score_right_after_learning_not_the_best():
-    # task 0: 0.5 after stage 0, rises to 0.9, ends at 0.4: drop from R[0][0] is max(0.5-0.9, 0.5-0.4) = 0.1
-    # task 1: 0.8 -> 0.8: 0.0; mean over tasks 0, 1 = 0.05. (From the best score it would be (0.5 + 0) / 2.)
+@pytest.mark.parametrize("matrix", variants(M4))
+def test_matrix_metrics_4x4(matrix):
+    # forgetting: task 0: R00 = 0.90, drops 0.90 - (0.70, 0.75, 0.50) = (0.20, 0.15, 0.40) -> 0.40
+    #             task 1: R11 = 0.80, drops 0.80 - (0.60, 0.65) = (0.20, 0.15) -> 0.20 (at stage 2, not the end)
+    #             task 2: R22 = 0.85, drop 0.85 - 0.80 = 0.05
+    #             F = (0.40 + 0.20 + 0.05) / 3 = 0.65 / 3 = 0.216667
+    assert average_forgetting(matrix) == pytest.approx(0.65 / 3)
+    # BWT: ((0.50 - 0.90) + (0.65 - 0.80) + (0.80 - 0.85)) / 3 = (-0.40 - 0.15 - 0.05) / 3 = -0.20; F > -BWT here
+    assert backward_transfer(matrix) == pytest.approx(-0.20)
+    # final average: (0.50 + 0.65 + 0.80 + 0.70) / 4 = 2.65 / 4 = 0.6625
+    assert final_average(matrix) == pytest.approx(0.6625)
+    # normalised: task 0: 0.50 / max(0.90, 0.70, 0.75, 0.50) = 0.50 / 0.90 = 0.555556
+    #             task 1: 0.65 / max(0.80, 0.60, 0.65) = 0.8125; task 2: 0.80 / max(0.85, 0.80) = 0.941176;
+    #             task 3: 0.70 / 0.70 = 1
+    #             mean = (0.555556 + 0.8125 + 0.941176 + 1) / 4 = 0.827308
+    assert normalized_score(matrix) == pytest.approx((0.5 / 0.9 + 0.8125 + 0.8 / 0.85 + 1.0) / 4)
+    assert summarize(matrix) == pytest.approx(
+        {"final_average": 0.6625, "average_forgetting": 0.65 / 3, "backward_transfer": -0.20,
+         "normalized_score": (0.5 / 0.9 + 0.8125 + 0.8 / 0.85 + 1.0) / 4}
+    )  # fmt: skip
+
+
+def test_forgetting_is_measured_from_the_score_right_after_learning():
+    # task 0: 0.5 after stage 0, rises to 0.9, ends at 0.4: drops 0.5 - (0.9, 0.6, 0.4) = (-0.4, -0.1, 0.1) -> 0.1
+    # (from its best score it would be 0.9 - 0.4 = 0.5); tasks 1 and 2 keep their scores: 0.0, 0.0
+    # F = (0.1 + 0 + 0) / 3
     m = [[0.5], [0.9, 0.8], [0.6, 0.8, 0.3], [0.4, 0.8, 0.3, 0.9]]
-    # task 2: 0.3 -> 0.3: 0.0  => (0.1 + 0.0 + 0.0) / 3
-    assert metrics.average_forgetting(m) == pytest.approx(0.1 / 3)
-    # normalised uses the best: task 0: 0.4/0.9, task 1: 0.8/0.8, task 2: 0.3/0.3, task 3: 1
-    assert metrics.normalized_score(m) == pytest.approx((0.4 / 0.9 + 1 + 1 + 1) / 4)
+    assert average_forgetting(m) == pytest.approx(0.1 / 3)
+    # the normalised score does use the best: (0.4/0.9 + 0.8/0.8 + 0.3/0.3 + 0.9/0.9) / 4
+    assert normalized_score(m) == pytest.approx((0.4 / 0.9 + 3.0) / 4)
+    # a task that only improves has negative forgetting: 0.5 - max... drops (0.5 - 0.7) = -0.2
+    assert average_forgetting([[0.5], [0.7, 0.9]]) == pytest.approx(-0.2)
 
 
-def test_single_stage_and_bad_matrices():
-    assert metrics.average_forgetting([[0.7]]) == 0.0 and metrics.backward_transfer([[0.7]]) == 0.0
-    assert metrics.final_average([[0.7]]) == pytest.approx(0.7)
-    with pytest.raises(ValueError, match="matrix row 1"):
-        metrics.average_forgetting([[0.5], [0.4]])
+def test_single_stage_and_zero_scores():
+    assert average_forgetting([[0.7]]) == 0.0 and backward_transfer([[0.7]]) == 0.0
+    assert final_average([[0.7]]) == pytest.approx(0.7) and normalized_score([[0.7]]) == pytest.approx(1.0)
+    # a task never above 0: 0 / max(0, eps) = 0; the other: 0.5 / 0.5 = 1; mean = 0.5
+    assert normalized_score([[0.0], [0.0, 0.5]]) == pytest.approx(0.5)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 6).flatmap(lambda t: st.lists(st.lists(st.floats(0, 1), min_size=t, max_size=t),
-                                                     min_size=t, max_size=t)))  # fmt: skip
+def test_missing_scores_on_or_below_the_diagonal_are_skipped():
+    # R[2][0] missing: task 0 drops only 0.8 - 0.6 = 0.2; task 1: 0.9 - 0.7 = 0.2; F = 0.2
+    m = [[0.8], [0.6, 0.9], [None, 0.7, 0.95]]
+    assert average_forgetting(m) == pytest.approx(0.2)
+    # BWT over task 1 only: 0.7 - 0.9 = -0.2; final average over (0.7, 0.95): 0.825
+    assert backward_transfer(m) == pytest.approx(-0.2)
+    assert final_average(m) == pytest.approx(0.825)
+    # normalised over tasks 1, 2: (0.7/0.9 + 1) / 2
+    assert normalized_score(m) == pytest.approx((0.7 / 0.9 + 1) / 2)
+    assert math.isnan(average_forgetting([[NAN], [0.5, 0.6]]))  # no task with a drop
+
+
+@pytest.mark.parametrize(
+    "matrix, message",
+    [
+        ([], "matrix is empty"),
+        ([[0.5], [0.4]], "matrix row 1 has 1 entries"),  # lower-triangular rows need t+1 entries
+        ([[0.5, NAN], [0.4, 0.3, 0.2]], "matrix row 1 has 3 entries"),
+        ([[0.5, NAN, NAN], [0.4, 0.3, NAN]], "matrix row 0 has 3 entries"),  # 2 rows, 3 columns: not square
+        (np.zeros((2, 3)), "matrix row 0 has 3 entries"),
+        ([0.5, 0.6], "matrix must be a sequence of rows"),
+        ([["high"]], "matrix row 0 holds a value"),
+    ],
+)
+def test_bad_matrices_raise(matrix, message):
+    for function in (average_forgetting, backward_transfer, final_average, normalized_score, summarize):
+        with pytest.raises(ValueError, match=message):
+            function(matrix)
+
+
+def square_matrices(min_size=1):
+    return st.integers(min_size, 6).flatmap(
+        lambda t: st.lists(st.lists(st.floats(0, 1), min_size=t, max_size=t), min_size=t, max_size=t)
+    )
+
+
+@PROP
+@given(square_matrices())
 def test_matrix_metric_properties(matrix):
-    f, bwt = metrics.average_forgetting(matrix), metrics.backward_transfer(matrix)
-    assert -1.0 <= bwt <= 1.0 and -1.0 <= f <= 1.0
+    f, bwt = average_forgetting(matrix), backward_transfer(matrix)
+    lower = lower_triangle(matrix)
+    values = [v for row in lower for v in row]
+    spread = max(values) - min(values)
+    assert abs(f) <= spread + 1e-12 and abs(bwt) <= spread + 1e-12
     assert f >= -bwt - 1e-12  # the largest drop is at least the final drop
-    assert 0.0 <= metrics.final_average(matrix) <= 1.0
+    assert min(values) - 1e-12 <= final_average(matrix) <= max(values) + 1e-12
+    assert 0.0 <= normalized_score(matrix) <= 1.0 + 1e-12
+    # only the lower triangle counts: lower-triangular rows give the same numbers
+    assert summarize(lower) == summarize(matrix)
+
+
+@PROP
+@given(square_matrices(min_size=2))
+def test_forgetting_is_minus_bwt_when_every_task_ends_at_its_lowest(matrix):
+    T = len(matrix)
+    for i in range(T - 1):
+        matrix[-1][i] = min(matrix[t][i] for t in range(i, T))
+    assert average_forgetting(matrix) == pytest.approx(-backward_transfer(matrix))
