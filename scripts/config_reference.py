@@ -1,7 +1,7 @@
 """Writes the MSSRConfig reference table of README.md from the fields' help metadata.
 
-    .venv/bin/python scripts/config_reference.py          # rewrite README.md between the markers
-    .venv/bin/python scripts/config_reference.py --check  # exit 1 if README.md is out of date (tests run this)
+.venv/bin/python scripts/config_reference.py          # rewrite README.md between the markers
+.venv/bin/python scripts/config_reference.py --check  # exit 1 if README.md is out of date (tests run this)
 """
 
 import dataclasses
