@@ -1,136 +1,357 @@
-"""Task specs: every built-in Hub task on a fixture in its Hub schema, every source kind, offline tasks, sequences."""
+"""Task specs: every built-in Hub task on a fixture in its Hub schema, the extractors, every source kind, the offline
+tasks and the sequences."""
 
 import dataclasses
+import json
+import math
+import random
 from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict
 
-from mssr_hf.tasks import BUILTIN_TASKS, SEQUENCES, TaskSpec, get_sequence, get_task
+from mssr_hf.tasks import BUILTIN_TASKS, SEQUENCE_PROBES, SEQUENCES, TaskSpec, get_sequence, get_task
+from mssr_hf.tasks.builtin import HUB_TASKS, alpaca_gpt4, boxed, final_answer, gsm8k_answer, shuffled, yes_no
+from mssr_hf.tasks.offline import REASONING_GYM, make_offline_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hub"
 FIXTURE_OF = {
-    "alpaca_gpt4": "alpaca_gpt4", "gsm8k": "gsm8k", "gsm8k_rft": "gsm8k", "math": "competition_math",
-    **{f"math_l{k}": "competition_math" for k in range(1, 6)}, "ag_news": "ag_news", "squad": "squad",
-    "sciq": "sciq", "boolq": "boolq", "arc_challenge": "arc_challenge", "mmlu": "mmlu",
+    "alpaca_gpt4": "alpaca_gpt4", "gsm8k": "gsm8k", "gsm8k_rft": "gsm8k", "math": "math",
+    **{f"math_l{k}": "math" for k in range(1, 6)}, "ag_news": "ag_news", "squad": "squad", "sciq": "sciq",
+    "boolq": "boolq", "arc_challenge": "arc_challenge", "mmlu": "mmlu",
+}  # fmt: skip
+# Rows of each fixture that the task keeps (hand-counted: the SQuAD row without answers, the MATH row without
+# \boxed{} and, for one level, the rows of the other levels are dropped).
+USABLE_ROWS = {
+    "alpaca_gpt4": 8, "gsm8k": 10, "gsm8k_rft": 10, "math": 12, "math_l1": 3, "math_l2": 2, "math_l3": 2,
+    "math_l4": 2, "math_l5": 2, "ag_news": 8, "squad": 7, "sciq": 8, "boolq": 8, "arc_challenge": 8, "mmlu": 8,
 }  # fmt: skip
 
 
 def on_fixture(name: str) -> TaskSpec:
-    """The built-in spec with its Hub source replaced by the local fixture (the Hub is unreachable here)."""
-    return dataclasses.replace(get_task(name), source=str(FIXTURES / f"{FIXTURE_OF[name]}.jsonl"), subset=None,
-                               train_split="train", eval_split=None)  # fmt: skip
+    """The built-in spec with its Hub source replaced by the local fixture (the Hub is unreachable here). A local
+    JSON file has one split, `train` (MMLU's train split on the Hub is `dev`)."""
+    fixture = str(FIXTURES / f"{FIXTURE_OF[name]}.jsonl")
+    return dataclasses.replace(get_task(name), source=fixture, train_split="train", eval_split=None)
+
+
+def fixture_rows(name: str) -> list[dict]:
+    with open(FIXTURES / f"{FIXTURE_OF[name]}.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
 
 
 def formatted(name: str) -> list[dict]:
-    spec = on_fixture(name)
-    return [e for e in (spec.to_example(r) for r in Dataset.from_json(spec.source)) if e is not None]
+    spec = get_task(name)
+    return [e for e in map(spec.to_example, fixture_rows(name)) if e is not None]
 
 
-@pytest.mark.parametrize("name", sorted(set(FIXTURE_OF) - {"math_l3", "math_l4", "math_l5"}))  # >= 2 rows each
-def test_hub_task_loads_formats_and_scores(name):
+def as_eval_row(example: dict) -> dict:
+    reference = example["reference"]
+    return {**example, "reference": [reference] if isinstance(reference, str) else reference}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hub tasks on their fixtures
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_hub_tasks_point_at_the_hub():
+    assert set(USABLE_ROWS) == set(HUB_TASKS) == set(FIXTURE_OF)
+    ids = {name: (get_task(name).source, get_task(name).subset) for name in HUB_TASKS}
+    assert ids["gsm8k"] == ids["gsm8k_rft"] == ("openai/gsm8k", "main")
+    assert ids["arc_challenge"] == ("allenai/ai2_arc", "ARC-Challenge") and ids["mmlu"] == ("cais/mmlu", "all")
+    assert {ids[f"math_l{k}"] for k in range(1, 6)} == {ids["math"]}
+    splits = {name: (get_task(name).train_split, get_task(name).eval_split) for name in HUB_TASKS}
+    assert splits["squad"] == splits["boolq"] == ("train", "validation") and splits["mmlu"] == ("dev", "test")
+    assert splits["alpaca_gpt4"] == ("train", None)  # one split on the Hub: 5% held out
+
+
+@pytest.mark.parametrize("name", sorted(USABLE_ROWS))
+def test_hub_task_loads_splits_and_scores(name):
     spec = on_fixture(name)
-    assert spec.source and get_task(name).source != spec.source  # the real spec points at the Hub
     train, evaluation = spec.load()
-    rows = formatted(name)
-    assert len(train) + len(evaluation) == len(rows)  # 95/5 split of the usable rows
-    again = spec.load()
-    assert again[0]["prompt"] == train["prompt"] and again[1]["prompt"] == evaluation["prompt"]  # seed 42
-    everything = Dataset.from_list([{**r, "reference": [r["reference"]] if isinstance(r["reference"], str)
-                                     else r["reference"]} for r in rows])  # fmt: skip
-    # Scoring the gold completion scores 1; an unrelated answer scores 0.
-    assert spec.score([r["completion"] for r in rows], list(everything)) == pytest.approx(1.0)
-    assert spec.score(["zzz unrelated"] * len(rows), list(everything)) == pytest.approx(0.0)
+    usable = USABLE_ROWS[name]
+    n_eval = math.ceil(0.05 * usable)  # datasets' train_test_split rounds the test share up
+    assert (len(train), len(evaluation)) == (usable - n_eval, n_eval)
+    again_train, again_eval = spec.load()  # seed 42: the same split every time
+    assert list(again_train["prompt"]) == list(train["prompt"])
+    assert list(again_eval["prompt"]) == list(evaluation["prompt"])
+    assert sorted([*train["prompt"], *evaluation["prompt"]]) == sorted(e["prompt"] for e in formatted(name))
+    assert all(isinstance(r, list) and r for r in train["reference"])
+
+    rows = [as_eval_row(e) for e in formatted(name)]
+    # The gold completion and the bare reference both score 1.
+    assert spec.score([r["completion"] for r in rows], rows) == pytest.approx(1.0)
+    assert spec.score([r["reference"][0] for r in rows], rows) == pytest.approx(1.0)
+    # Wrong answers score 0: another option's letter for multiple choice, an unrelated answer otherwise.
+    if spec.metric == "choice":
+        wrong = [" " + next(c for c in "ABCDE" if c != r["reference"][0]) for r in rows]
+    else:
+        wrong = ["zzz qqq"] * len(rows)
+    assert spec.score(wrong, rows) == pytest.approx(0.0)
 
 
-def test_formatters_on_hand_checked_rows():
-    gsm = formatted("gsm8k")
-    assert gsm[0]["prompt"].startswith("Question: Natalia sold clips") and gsm[0]["prompt"].endswith("\nAnswer:")
-    assert gsm[0]["completion"].endswith("#### 72") and gsm[0]["reference"] == "72"
-    assert formatted("gsm8k")[1]["reference"] == "1,000"
-    rft = formatted("gsm8k_rft")[0]
-    assert "<<" not in rft["completion"] and rft["completion"].endswith("The answer is 72.")
-    assert get_task("gsm8k_rft").extract_answer(" ... so the answer is 1,000.") == "1,000"
+HAND_CHECKED = {
+    "alpaca_gpt4": (1, "Instruction: Translate the sentence into French.\nInput: The cat is sleeping on the sofa.\n"
+                       "Response:", " Le chat dort sur le canapé.", "Le chat dort sur le canapé."),
+    "gsm8k": (1, "Question: A farm has 250 cows and buys three times as many more. How many cows does the farm have "
+                 "now?\nAnswer:", " The farm buys 250 * 3 = <<250*3=750>>750 cows.\nIt now has 250 + 750 = "
+                 "<<250+750=1000>>1,000 cows.\n#### 1,000", "1,000"),
+    "gsm8k_rft": (0, "Question: Natalia sold clips to 48 of her friends in April, and then she sold half as many "
+                     "clips in May. How many clips did Natalia sell altogether in April and May?\nAnswer: Let's "
+                     "think step by step.", " Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips "
+                     "altogether in April and May.\nThe answer is 72.", "72"),
+    "math": (0, "Problem: What is $\\frac{1}{4} + \\frac{1}{4}$?\nSolution:", " We add the fractions: "
+                "$\\frac{1}{4}+\\frac{1}{4} = \\frac{2}{4} = \\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"),
+    "ag_news": (0, "Classify the topic of the news article as World, Sports, Business or Sci/Tech.\nArticle: Wall St. "
+                   "Bears Claw Back Into the Black (Reuters) Reuters - Short-sellers, Wall Street's dwindling band of "
+                   "ultra-cynics, are seeing green again.\nTopic:", " Business", "Business"),
+    "squad": (1, "Context: Architecturally, the school has a Catholic character. Atop the Main Building's gold dome "
+                 "is a golden statue of the Virgin Mary.\nQuestion: What sits on top of the Main Building at Notre "
+                 "Dame?\nAnswer:", " a golden statue of the Virgin Mary",
+              ["a golden statue of the Virgin Mary", "golden statue of the Virgin Mary", "statue of the Virgin Mary"]),
+    "sciq": (1, "Question: What is the si unit of force?\nA. joule\nB. watt\nC. newton\nD. pascal\nAnswer:", " C",
+             "C"),
+    "boolq": (1, "Passage: At the Liberation of France in the summer of 1944, Metropolitan France kept GMT+2 as its "
+                 "standard time zone, while the United Kingdom uses GMT in winter.\nQuestion: is france the same "
+                 "timezone as the uk?\nAnswer (yes or no):", " no", "no"),
+    "arc_challenge": (1, "Question: Which of the following is a renewable resource?\nA. coal\nB. wind\nC. oil\n"
+                         "D. natural gas\nAnswer:", " B", "B"),  # labels "1"-"4" relettered A-D
+    "mmlu": (0, "Subject: abstract algebra\nQuestion: Find the degree for the given field extension Q(sqrt(2), "
+                "sqrt(3), sqrt(18)) over Q.\nA. 0\nB. 4\nC. 2\nD. 6\nAnswer:", " B", "B"),
+}  # fmt: skip
 
-    math = formatted("math")
-    assert math[0]["reference"] == "\\frac{1}{2}" and len(math) == 7  # the row without \boxed{} is dropped
-    assert [e["reference"] for e in formatted("math_l5")] == ["5\\sqrt{2}"]
-    assert get_task("math").extract_answer("so $x = \\boxed{\\frac{1}{2}}$") == "\\frac{1}{2}"
 
-    assert [e["reference"] for e in formatted("ag_news")][:4] == ["Business", "Sports", "World", "Sci/Tech"]
-    squad = formatted("squad")
-    assert squad[0]["reference"] == ["Denver Broncos", "The Denver Broncos", "Broncos"] and len(squad) == 5
-    assert [e["reference"] for e in formatted("boolq")][:2] == ["no", "yes"]
+@pytest.mark.parametrize("name", sorted(HAND_CHECKED))
+def test_to_example_on_a_hand_checked_row(name):
+    index, prompt, completion, reference = HAND_CHECKED[name]
+    example = get_task(name).to_example(fixture_rows(name)[index])
+    assert (example["prompt"], example["completion"], example["reference"]) == (prompt, completion, reference)
+
+
+def test_formatter_details():
+    # Multiple choice keeps its options; ARC's five-option row gets A-E, SciQ's correct answer is where the letter is.
     arc = formatted("arc_challenge")
-    assert arc[1]["reference"] == "B" and "B. wind" in arc[1]["prompt"]  # labels 1-4 relettered A-D
+    assert arc[3]["choices"] == ["leaves", "stem", "roots", "flowers", "seeds"] and arc[3]["reference"] == "C"
     sciq = formatted("sciq")
-    assert sciq[1]["choices"][ord(sciq[1]["reference"]) - ord("A")] == "newton"
-    assert formatted("sciq")[1]["choices"] == sciq[1]["choices"]  # the option order is fixed per question
-    mmlu = formatted("mmlu")[0]
-    assert mmlu["reference"] == "B" and mmlu["prompt"].startswith("(abstract algebra) Find the degree")
+    assert [e["choices"]["ABCD".index(e["reference"])] for e in sciq][:3] == [
+        "mesophilic organisms", "newton", "carbon dioxide"]  # fmt: skip
+    assert {e["reference"] for e in sciq} != {"A"}  # the correct option is not always first
+    # MATH: the answer is the last \boxed{}, nested braces kept; one row per level survives the level filter.
+    assert [e["reference"] for e in formatted("math_l3")] == ["9\\pi", "(5,6)"]
+    assert [e["reference"] for e in formatted("math_l4")] == ["\\dfrac{\\sqrt{3}}{2}", "49"]
+    assert "10" in [e["reference"] for e in formatted("math")]  # the "Level ?" row is in MATH, in no level
+    assert [e["reference"] for e in formatted("boolq")] == ["yes", "no", "yes", "no", "yes", "no", "no", "yes"]
+    assert [e["reference"] for e in formatted("ag_news")][:4] == ["Business", "Sports", "World", "Sci/Tech"]
+    # GSM8K-RFT: no calculator annotations, one step per line, the answer last.
+    assert all("<<" not in e["completion"] and "####" not in e["completion"] for e in formatted("gsm8k_rft"))
+    assert formatted("gsm8k_rft")[9]["completion"].endswith("2,050 stamps left.\nThe answer is 2,050.")
+
+
+def test_alpaca_gpt4_with_bleu():
+    spec = alpaca_gpt4(metric="bleu")
+    rows = [as_eval_row(e) for e in map(spec.to_example, fixture_rows("alpaca_gpt4"))]
+    # TaskSpec.score brings sacreBLEU's 0-100 to 0-1: the gold responses score 1, unrelated text 0.
+    assert spec.score([r["completion"] for r in rows], rows) == pytest.approx(1.0)
+    assert spec.score(["zzz"] * len(rows), rows) == 0
+
+
+def test_sciq_option_order_is_fixed_by_the_row():
+    row = fixture_rows("sciq")[0]
+    first = get_task("sciq").to_example(row)["choices"]
+    random.seed(0)  # the global RNG plays no part
+    assert get_task("sciq").to_example(dict(row))["choices"] == first
+    assert shuffled(["a", "b", "c", "d"], "key") == shuffled(["a", "b", "c", "d"], "key")
+    assert len({tuple(shuffled(["a", "b", "c", "d"], f"key {i}")) for i in range(20)}) > 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Answer extractors on hand-written generations
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        (" She has 250 + 750 = 1,000 cows.\n#### 1,000", "1,000"),
+        (" 5 - 2 = 3 apples.\n#### 3 apples", "3"),
+        (" #### $15.", "15"),
+        (" She had 20 and spent 5.\nThe answer is 15.", "15"),
+        (" The answer is 18 dollars.", "18"),
+        (" First 12 * 3 = 36, then 36 + 4 = 40", "40"),
+        (" 72\nQuestion: Tom has 5 apples. #### 9", "72"),  # the run-on next example is not the answer
+        (" -7", "-7"),
+    ],
+)
+def test_gsm8k_answer(text, answer):
+    assert gsm8k_answer(text) == answer
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("so $x = \\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"),
+        ("First \\boxed{5}, finally $\\boxed{\\dfrac{\\sqrt{3}}{2}}$", "\\dfrac{\\sqrt{3}}{2}"),
+        ("the set is $\\boxed{\\{1, 2\\}}$", "\\{1, 2\\}"),  # escaped braces do not close the box
+        ("$\\fbox{7}$", "7"),
+        ("$x = \\boxed 5$", "5"),
+        ("So it is 3.\nThe answer is The limit exists and is 3.", "The limit exists and is 3"),
+        ("The answer is 1.5. Next we check.", "1.5"),
+        ("2^(n-1)", "2^(n-1)"),  # a bare one-line answer is the answer
+        ("x = 2\ny = 7\nso 9 in all", "9"),
+        ("We get 3 + 4 = 7,\nso $\\boxed{7", "7"),  # an unclosed box is no answer: the last number is
+    ],
+)
+def test_final_answer(text, answer):
+    assert final_answer(text) == answer
+
+
+def test_small_extractors():
+    assert boxed("no box here") is None
+    assert [yes_no(t) for t in (" Yes, because ...", " no.", "False", " maybe")] == ["yes", "no", "no", "maybe"]
+    assert get_task("ag_news").extract_answer(" Sports\nArticle: next one") == "Sports"
+    assert get_task("alpaca_gpt4").extract_answer(" Paris.\nInstruction: next") == "Paris."
+    assert get_task("sciq").extract_answer(" B\nQuestion: Which ...\nAnswer: C") == "B"
+    assert get_task("rg_basic_arithmetic").extract_answer(" 5 - 3 - 6 = -4\nCalculate 1 + 1.") == "-4"
+    assert get_task("rg_letter_counting").extract_answer(' The letter "h" appears 3 times.') == "3"
+    assert get_task("rg_spell_backward").extract_answer(" nacua\nSpell this") == "nacua"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TaskSpec: every source kind, errors
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def question_rows(n: int = 40) -> Dataset:
+    return Dataset.from_list([{"q": f"question {i}", "a": str(i)} for i in range(n)])
+
+
+def question_example(row: dict) -> dict:
+    return {"prompt": row["q"], "completion": f" {row['a']}", "reference": str(row["a"])}  # CSV reads "7" as 7
 
 
 def test_every_source_kind(tmp_path):
-    rows = [{"q": f"question {i}", "a": str(i)} for i in range(40)]
-
-    def to_example(r):
-        return {"prompt": r["q"], "completion": f" {r['a']}", "reference": str(r["a"])}  # CSV reads "7" as 7
-
-    ds = Dataset.from_list(rows)
+    ds = question_rows()
     ds.save_to_disk(str(tmp_path / "saved"))
-    ds.to_csv(str(tmp_path / "rows.csv"))
+    ds.to_csv(str(tmp_path / "rows.csv"), index=False)
     ds.to_parquet(str(tmp_path / "rows.parquet"))
     ds.to_json(str(tmp_path / "rows.jsonl"))
-    with_eval = DatasetDict({"train": ds.select(range(30)), "validation": ds.select(range(30, 40))})
-    for source in (ds, lambda: ds, str(tmp_path / "saved"), str(tmp_path / "rows.csv"), tmp_path / "rows.parquet",
-                   str(tmp_path / "rows.jsonl")):  # fmt: skip
-        train, evaluation = TaskSpec("t", source, to_example).load()
+    sources = [ds, lambda: ds, str(tmp_path / "saved"), str(tmp_path / "rows.csv"), tmp_path / "rows.parquet",
+               str(tmp_path / "rows.jsonl")]  # fmt: skip
+    splits = []
+    for source in sources:
+        train, evaluation = TaskSpec("t", source, question_example).load()
         assert (len(train), len(evaluation)) == (38, 2)
-    train, evaluation = TaskSpec("t", with_eval, to_example, eval_split="validation").load()
-    assert (len(train), len(evaluation)) == (30, 10) and evaluation[0]["prompt"] == "question 30"
-    chat_train, _ = TaskSpec("t", ds, to_example, chat=True).load(max_train=3)
-    assert chat_train[0]["messages"][1] == {"role": "assistant", "content": chat_train[0]["messages"][1]["content"]}
-    assert set(chat_train.column_names) == {"messages", "reference"}
-    assert TaskSpec("t", ds, to_example).load(max_train=0)[0] is None
+        splits.append(sorted(evaluation["prompt"]))
+    assert all(s == splits[0] for s in splits)  # the same rows held out, whatever the source kind
+
+    with_eval = DatasetDict({"train": ds.select(range(30)), "validation": ds.select(range(30, 40))})
+    with_eval.save_to_disk(str(tmp_path / "saved_dict"))
+    for source in (with_eval, lambda: with_eval, str(tmp_path / "saved_dict")):
+        train, evaluation = TaskSpec("t", source, question_example, eval_split="validation").load()
+        assert (len(train), len(evaluation)) == (30, 10) and evaluation[0]["prompt"] == "question 30"
+    train, evaluation = TaskSpec("t", with_eval, question_example).load(max_train=5, max_eval=3)
+    assert (len(train), len(evaluation)) == (5, 2)  # no eval split named: 5% of train (2 of 30) held out
+    assert TaskSpec("t", ds, question_example).load(max_train=0)[0] is None  # a probe: evaluation rows only
 
 
-def test_bad_task_specs():
-    def to_example(r):
-        return r
+def test_chat_rows_have_messages():
+    train, evaluation = TaskSpec("t", question_rows(), question_example, chat=True).load(max_train=3)
+    assert set(train.column_names) == set(evaluation.column_names) == {"messages", "reference"}
+    assert train[0]["messages"][0]["role"] == "user" and train[0]["messages"][1]["role"] == "assistant"
+    assert train[0]["messages"][1]["content"] == " " + train[0]["reference"][0]
 
-    with pytest.raises(FileNotFoundError, match="missing.json"):
-        TaskSpec("t", "missing.json", to_example).load()
+
+def test_bad_task_specs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        TaskSpec("t", str(tmp_path / "missing.jsonl"), question_example).load()
+    with pytest.raises(FileNotFoundError, match="missing.csv"):
+        TaskSpec("t", tmp_path / "missing.csv", question_example).load()
     with pytest.raises(ValueError, match="metric"):
-        TaskSpec("t", Dataset.from_list([{"x": 1}]), to_example, metric="accuracy@5")
-    with pytest.raises(ValueError, match="unknown task 'nope'"):
+        TaskSpec("t", question_rows(), question_example, metric="accuracy@5")
+    with pytest.raises(ValueError, match="choice_scoring"):
+        TaskSpec("t", question_rows(), question_example, choice_scoring="vote")
+    with pytest.raises(ValueError, match="no split 'train'"):
+        TaskSpec("t", DatasetDict({"test": question_rows()}), question_example).load()
+    with pytest.raises(ValueError, match="no usable rows"):
+        TaskSpec("t", question_rows(), lambda row: None).load()
+    with pytest.raises(ValueError, match="2 predictions for 1 examples"):
+        get_task("gsm8k").score(["1", "2"], [{"reference": ["1"]}])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registry and sequences
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_get_task():
+    with pytest.raises(ValueError, match="unknown task 'nope'.*gsm8k_rft"):
         get_task("nope")
-    with pytest.raises(ValueError, match="no split"):
-        TaskSpec("t", DatasetDict({"test": Dataset.from_list([{"x": 1}])}), to_example).load()
+    spec = get_task("boolq")
+    assert get_task(spec) is spec
+    for name, build in BUILTIN_TASKS.items():
+        spec = build()
+        assert isinstance(spec, TaskSpec) and spec.name == name and spec.description
 
 
 def test_sequences_resolve():
+    assert SEQUENCES["paper_3"] == ["alpaca_gpt4", "gsm8k_rft", "math"] and SEQUENCE_PROBES["paper_3"] == "mmlu"
+    assert SEQUENCES["paper_11"] == ["ag_news", "squad", "sciq", "boolq", "arc_challenge", "gsm8k_rft",
+                                     "math_l1", "math_l2", "math_l3", "math_l4", "math_l5"]  # fmt: skip
     for name, tasks in SEQUENCES.items():
         assert [t.name for t in get_sequence(name)] == tasks
-    assert [t.name for t in get_sequence(["paper_3"])] == SEQUENCES["paper_3"]
-    assert [t.name for t in get_sequence(["gsm8k", "boolq"])] == ["gsm8k", "boolq"]
-    assert SEQUENCES["paper_11"][:5] == ["ag_news", "squad", "sciq", "boolq", "arc_challenge"]
-    assert set(BUILTIN_TASKS) >= set(FIXTURE_OF)
+        assert [t.name for t in get_sequence([name])] == tasks
+    assert all(probe not in SEQUENCES["paper_3"] for probe in SEQUENCE_PROBES.values())  # probes are not trained
+    mixed = get_sequence(["gsm8k", get_task("boolq")])
+    assert [t.name for t in mixed] == ["gsm8k", "boolq"] and [t.name for t in get_sequence("squad")] == ["squad"]
+    with pytest.raises(ValueError, match="unknown task"):
+        get_sequence(["paper_3", "paper_11"])  # sequences are not nested
 
 
-@pytest.mark.parametrize("name", ["rg_spell_backward", "rg_basic_arithmetic", "rg_letter_counting", "rg_gsm_symbolic",
-                                  "champ_math", "chatterbot_ai"])  # fmt: skip
-def test_offline_tasks_are_deterministic_and_self_consistent(name):
+# ----------------------------------------------------------------------------------------------------------------
+# Offline tasks (data from installed packages)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*REASONING_GYM, "champ_math", "chatterbot_trivia", "chatterbot_ai"])
+def test_offline_task_is_deterministic_and_self_consistent(name):
     spec = get_task(name)
-    train, evaluation = spec.load(max_train=30, max_eval=10)
-    again_train, _ = get_task(name).load(max_train=30, max_eval=10)
-    assert train["prompt"] == again_train["prompt"] and len(train) == 30 and len(evaluation) > 0
+    train, evaluation = spec.load(max_train=40, max_eval=10)
+    again_train, again_eval = get_task(name).load(max_train=40, max_eval=10)
+    assert list(train["prompt"]) == list(again_train["prompt"])
+    assert list(evaluation["prompt"]) == list(again_eval["prompt"])
+    assert len(train) == 40 and len(evaluation) > 0
     assert all(p.strip() for p in train["prompt"]) and all(c.strip() for c in train["completion"])
     assert spec.score(list(evaluation["completion"]), list(evaluation)) == pytest.approx(1.0)
+    assert spec.score([r[0] for r in evaluation["reference"]], list(evaluation)) == pytest.approx(1.0)
+    other, _ = make_offline_task(name, seed=7).load(max_train=40)
+    assert list(other["prompt"]) != list(train["prompt"])  # another seed, other rows (or another order)
 
 
-def test_reasoning_gym_seed_changes_the_rows():
-    from mssr_hf.tasks.offline import reasoning_gym_task
+def test_offline_sizes_and_reasoning_gym_agreement():
+    import reasoning_gym
 
-    a, _ = reasoning_gym_task("rg_basic_arithmetic", size=50, seed=1).load()
-    b, _ = reasoning_gym_task("rg_basic_arithmetic", size=50, seed=2).load()
-    assert a["prompt"] != b["prompt"]
+    small = make_offline_task("rg_basic_arithmetic", size=60, seed=3)
+    train, evaluation = small.load()
+    assert len(train) + len(evaluation) <= 60 and small.metadata == {"size": 60, "seed": 3}
+    assert len(set(train["prompt"]) & set(evaluation["prompt"])) == 0  # repeated questions were dropped
+    # Exact match on our references agrees with reasoning-gym's own scorer of its answers.
+    generator = reasoning_gym.create_dataset("basic_arithmetic", size=60, seed=3,
+                                             **REASONING_GYM["rg_basic_arithmetic"].config)  # fmt: skip
+    answers = {f"{e['question']}\nAnswer:": e for e in generator}
+    for row in evaluation:
+        entry = answers[row["prompt"]]
+        assert generator.score_answer(row["reference"][0], entry) == 1.0
+    train, evaluation = make_offline_task("champ_math", size=100).load()
+    assert (len(train), len(evaluation)) == (95, 5)
+    train, evaluation = make_offline_task("chatterbot_trivia", size=50).load()
+    assert len(train) + len(evaluation) == 50
+    with pytest.raises(ValueError, match="unknown offline task"):
+        make_offline_task("rg_nope")
+
+
+def test_demo_tasks_have_short_prompts_and_answers():
+    for spec in get_sequence("demo_3"):
+        train, _ = spec.load(max_train=200)
+        assert max(len(p.split()) for p in train["prompt"]) < 40  # well under 64 tokens
+        assert max(len(c.split()) for c in train["completion"]) <= 2 and spec.max_new_tokens <= 16

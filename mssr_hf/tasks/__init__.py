@@ -1,44 +1,46 @@
-"""Tasks: specs (`TaskSpec`), the paper's Hub tasks, offline tasks from installed packages, and named sequences."""
+"""Tasks: specs (:class:`TaskSpec`), the paper's Hub tasks (``builtin.py``), offline tasks from installed packages
+(``offline.py``) and the named sequences of the paper and the demo."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from .builtin import HUB_TASKS
-from .offline import CHATTERBOT_CATEGORIES, REASONING_GYM, champ_task, chatterbot_task, reasoning_gym_task
+from .offline import OFFLINE_TASKS, make_offline_task
 from .spec import METRICS, TaskSpec, load_source
 
-BUILTIN_TASKS: dict[str, Callable[[], TaskSpec]] = {
-    **HUB_TASKS,
-    **{name: (lambda name=name: reasoning_gym_task(name)) for name in REASONING_GYM},
-    "champ_math": champ_task,
-    **{f"chatterbot_{c}": (lambda c=c: chatterbot_task(c)) for c in CHATTERBOT_CATEGORIES},
-}
+# name -> zero-argument function building the spec (data is read only when the spec's `load` runs).
+BUILTIN_TASKS: dict[str, Callable[[], TaskSpec]] = {**HUB_TASKS, **OFFLINE_TASKS}
 
+# fmt: off
 SEQUENCES: dict[str, list[str]] = {
-    # Sec. 4: Alpaca-GPT4 -> GSM8K (reasoning-formatted) -> MATH; MMLU is the general-knowledge probe.
+    # Sec. 4 / Table tab:main_results: trained Alpaca-GPT4 -> GSM8K-RFT -> Competition MATH. The table reports MMLU,
+    # GSM8K and MATH: MMLU is the general-knowledge probe, evaluated after each stage and never trained (see
+    # SEQUENCE_PROBES); Alpaca-GPT4 is scored by ROUGE-L in the average normalised score (App. D, D = 3).
     "paper_3": ["alpaca_gpt4", "gsm8k_rft", "math"],
+    # Table tab:longseq_all, in its column order.
     "paper_11": [
-        "ag_news",
-        "squad",
-        "sciq",
-        "boolq",
-        "arc_challenge",
-        "gsm8k_rft",
-        "math_l1",
-        "math_l2",
-        "math_l3",
-        "math_l4",
-        "math_l5",
-    ],  # fmt: skip
-    # Offline (packages only): three skills with different answer formats.
+        "ag_news", "squad", "sciq", "boolq", "arc_challenge", "gsm8k_rft",
+        "math_l1", "math_l2", "math_l3", "math_l4", "math_l5",
+    ],
+    # Offline, for the demo: three short-answer skills that a 135M model with LoRA learns in part within tens of
+    # steps; two answer with small numbers (they interfere), one with letters.
     "demo_3": ["rg_spell_backward", "rg_basic_arithmetic", "rg_letter_counting"],
-    "offline_5": ["rg_spell_backward", "rg_basic_arithmetic", "rg_letter_counting", "rg_chain_sum", "champ_math"],
+    # Offline, longer: the demo's skills, then word sorting and GSM8K-style worked solutions.
+    "offline_5": ["rg_spell_backward", "rg_basic_arithmetic", "rg_letter_counting", "rg_word_sorting",
+                  "rg_gsm_symbolic"],
 }
+# fmt: on
+# The probe the paper reports next to a sequence (``ContinualRunner(..., probe_task=...)``); paper_11 has none.
+SEQUENCE_PROBES: dict[str, str] = {"paper_3": "mmlu"}
 
 
 def get_task(task: str | TaskSpec) -> TaskSpec:
-    """A built-in task by name (or ``task`` itself if it is already a spec)."""
+    """A built-in task by name (see :data:`BUILTIN_TASKS`), or ``task`` itself if it is already a spec.
+
+    Raises:
+        `ValueError`: for an unknown name (the message lists the known ones).
+    """
     if isinstance(task, TaskSpec):
         return task
     if task not in BUILTIN_TASKS:
@@ -47,14 +49,26 @@ def get_task(task: str | TaskSpec) -> TaskSpec:
 
 
 def get_sequence(tasks: str | TaskSpec | Sequence[str | TaskSpec]) -> list[TaskSpec]:
-    """Specs for a sequence name (see :data:`SEQUENCES`), a single task, or a list of names/specs."""
+    """Specs for a sequence name (see :data:`SEQUENCES`), a single task, or a list of task names and specs (a list
+    holding one sequence name is that sequence)."""
     if isinstance(tasks, str) and tasks in SEQUENCES:
         return [get_task(name) for name in SEQUENCES[tasks]]
     if isinstance(tasks, (str, TaskSpec)):
         return [get_task(tasks)]
+    tasks = list(tasks)
     if len(tasks) == 1 and isinstance(tasks[0], str) and tasks[0] in SEQUENCES:
         return get_sequence(tasks[0])
     return [get_task(t) for t in tasks]
 
 
-__all__ = ["BUILTIN_TASKS", "METRICS", "SEQUENCES", "TaskSpec", "get_sequence", "get_task", "load_source"]
+__all__ = [
+    "BUILTIN_TASKS",
+    "METRICS",
+    "SEQUENCES",
+    "SEQUENCE_PROBES",
+    "TaskSpec",
+    "get_sequence",
+    "get_task",
+    "load_source",
+    "make_offline_task",
+]

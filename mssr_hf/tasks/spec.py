@@ -144,8 +144,8 @@ class TaskSpec:
             return sum(max(metrics.exact_match(a, r) for r in ref) for a, ref in zip(answers, refs)) / len(answers)
         if self.metric == "squad_f1":
             return sum(metrics.squad_f1(a, ref) for a, ref in zip(answers, refs)) / len(answers)
-        if self.metric == "bleu":
-            return metrics.bleu(answers, [ref[0] for ref in refs])
+        if self.metric == "bleu":  # sacreBLEU's 0-100 scale, brought to 0-1 like every other score
+            return metrics.bleu(answers, [ref[0] for ref in refs]) / 100.0
         if self.metric == "rouge_l":
             return metrics.rouge_l(answers, [ref[0] for ref in refs])
         choices = [e.get("choices") for e in examples]
