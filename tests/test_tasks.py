@@ -13,6 +13,7 @@ from datasets import Dataset, DatasetDict
 from mssr_hf.tasks import BUILTIN_TASKS, SEQUENCE_PROBES, SEQUENCES, TaskSpec, get_sequence, get_task
 from mssr_hf.tasks.builtin import HUB_TASKS, alpaca_gpt4, boxed, final_answer, gsm8k_answer, shuffled, yes_no
 from mssr_hf.tasks.offline import REASONING_GYM, make_offline_task
+from mssr_hf.tasks.synthetic import ALPHABET, TRANSFORMS, synthetic_task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hub"
 FIXTURE_OF = {
@@ -355,3 +356,53 @@ def test_demo_tasks_have_short_prompts_and_answers():
         train, _ = spec.load(max_train=200)
         assert max(len(p.split()) for p in train["prompt"]) < 40  # well under 64 tokens
         assert max(len(c.split()) for c in train["completion"]) <= 2 and spec.max_new_tokens <= 16
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generated letter-string tasks (the synthetic benchmark tier)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, letters, answer",
+    [("syn_copy", "c a f", "c a f"), ("syn_reverse", "c a f d", "d f a c"), ("syn_sort", "c a f d", "a c d f"),
+     ("syn_shift", "c a h", "d b a"), ("syn_rotate", "c a f d", "a f d c"), ("syn_mirror", "a c h", "h f a"),
+     ("syn_swap", "c a f d e", "a c d f e")],
+)  # fmt: skip
+def test_synthetic_transforms_by_hand(name, letters, answer):
+    """Each transform on a hand-worked input (alphabet a..h: shift h -> a, mirror a <-> h, c <-> f)."""
+    word, transform = TRANSFORMS[name]
+    assert " ".join(transform(letters.split())) == answer
+    example = get_task(name).to_example({"letters": letters, "answer": answer})
+    assert example == {"prompt": f"{word}: {letters} =", "completion": f" {answer}", "reference": answer}
+
+
+def test_synthetic_tasks_are_deterministic_distinct_and_held_out():
+    train, evaluation = synthetic_task("syn_reverse", size=400, seed=3).load()
+    again, _ = synthetic_task("syn_reverse", size=400, seed=3).load()
+    assert list(train["prompt"]) == list(again["prompt"])
+    inputs = [p.removeprefix("reverse: ").removesuffix(" =") for p in [*train["prompt"], *evaluation["prompt"]]]
+    assert len(set(inputs)) == len(inputs) <= 400  # repeated inputs dropped: no evaluation input is trained on
+    assert all(3 <= len(i.split()) <= 5 and set(i.split()) <= set(ALPHABET) for i in inputs)
+    for row in evaluation:
+        assert row["reference"] == [" ".join(row["prompt"].split()[1:-1][::-1])]
+    other, _ = synthetic_task("syn_reverse", size=400, seed=4).load()
+    assert list(other["prompt"]) != list(train["prompt"])
+    copy, _ = synthetic_task("syn_copy", size=400, seed=3).load()
+    copy_inputs = [p.removeprefix("copy: ") for p in copy["prompt"]]
+    assert copy_inputs != [p.removeprefix("reverse: ") for p in train["prompt"]]  # each task draws its own inputs
+
+
+def test_synthetic_scoring_reads_the_first_line():
+    spec = get_task("syn_sort")
+    _, evaluation = spec.load(0, 4)
+    right = [f" {row['reference'][0]}\nsort: a b =" for row in evaluation]  # a model running on: next line ignored
+    assert spec.score(right, list(evaluation)) == 1.0
+    assert spec.score([" h h h"] * len(evaluation), list(evaluation)) == 0.0
+
+
+def test_synthetic_task_rejects_bad_settings():
+    with pytest.raises(ValueError, match="unknown synthetic task 'syn_nope'"):
+        synthetic_task("syn_nope")
+    with pytest.raises(ValueError, match="min_len <= max_len"):
+        synthetic_task("syn_copy", min_len=4, max_len=2)

@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from .builtin import HUB_TASKS
 from .offline import OFFLINE_TASKS, make_offline_task
 from .spec import METRICS, TaskSpec, load_source
+from .synthetic import SYNTHETIC_TASKS, synthetic_task
 
 # name -> zero-argument function building the spec (data is read only when the spec's `load` runs).
-BUILTIN_TASKS: dict[str, Callable[[], TaskSpec]] = {**HUB_TASKS, **OFFLINE_TASKS}
+BUILTIN_TASKS: dict[str, Callable[[], TaskSpec]] = {**HUB_TASKS, **OFFLINE_TASKS, **SYNTHETIC_TASKS}
 
 # fmt: off
 SEQUENCES: dict[str, list[str]] = {
@@ -71,4 +72,5 @@ __all__ = [
     "get_task",
     "load_source",
     "make_offline_task",
+    "synthetic_task",
 ]
