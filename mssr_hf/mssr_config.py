@@ -232,3 +232,34 @@ class MSSRConfig(SFTConfig):
         if self.replay_interval_pattern in INTERVAL_PATTERNS:
             return self.replay_interval_pattern
         return [int(s) for s in self.replay_interval_pattern.split(",")]
+
+
+PAPER_STAGE_STEPS = 2000  # the stage length the paper's replay intervals were set for
+
+
+def scaled_replay_settings(steps: int) -> dict[str, int]:
+    """The paper's step-count settings (Tables `tab:replay_hparams`, `tab:replay_impl_params`), scaled from 2000
+    optimizer steps per stage to ``steps`` (DESIGN.md section 4), for short stages (CPU runs, demos, benchmarks):
+
+    ``replay_first_interval`` and ``replay_fixed_interval`` (100), ``replay_refresh_interval`` and
+    ``replay_probe_interval`` (50), ``replay_eval_interval`` (100) and ``replay_staleness_cap`` (500). Every interval
+    is at least 1. ``replay_interval_unit`` (1) is already the smallest step and is left alone.
+
+    >>> scaled_replay_settings(200)["replay_first_interval"]
+    10
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an int >= 1 (optimizer steps per stage), got {steps!r}")
+    scale = steps / PAPER_STAGE_STEPS
+
+    def scaled(value: int) -> int:
+        return max(1, round(value * scale))
+
+    return {
+        "replay_first_interval": scaled(100),
+        "replay_fixed_interval": scaled(100),
+        "replay_refresh_interval": scaled(50),
+        "replay_probe_interval": scaled(50),
+        "replay_eval_interval": scaled(100),
+        "replay_staleness_cap": scaled(500),
+    }

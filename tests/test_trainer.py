@@ -9,7 +9,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
-from mssr_hf.mssr_config import MSSRConfig
+from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
 from mssr_hf.mssr_trainer import MSSRTrainer
 from mssr_hf.scheduler import interval_steps
 
@@ -304,6 +304,23 @@ def test_tensorboard_logs_replay_stats(tiny_model_dir, tmp_path):
 def test_bad_config_values_name_the_field(tmp_path, field, value):
     with pytest.raises(ValueError, match=field):
         config(tmp_path, **{field: value})
+
+
+def test_scaled_replay_settings(tmp_path):
+    """The paper's step counts (set for 2000 steps per stage) scaled to the stage length, at least 1 step each."""
+    paper = scaled_replay_settings(2000)
+    defaults = config(tmp_path)
+    assert paper == {name: getattr(defaults, name) for name in paper}  # 2000 steps: the paper's values, unchanged
+    # 200 steps: a tenth of each (100 -> 10, 50 -> 5, 500 -> 50).
+    assert scaled_replay_settings(200) == {
+        "replay_first_interval": 10, "replay_fixed_interval": 10, "replay_refresh_interval": 5,
+        "replay_probe_interval": 5, "replay_eval_interval": 10, "replay_staleness_cap": 50,
+    }  # fmt: skip
+    assert set(scaled_replay_settings(1).values()) == {1}
+    config(tmp_path, **scaled_replay_settings(7))  # valid settings at any length
+    for bad in (0, -5, 2.5, "200"):
+        with pytest.raises(ValueError, match="steps must be an int >= 1"):
+            scaled_replay_settings(bad)
 
 
 def test_bad_datasets_fail_before_training(tiny_model_dir, tmp_path):
