@@ -1,0 +1,95 @@
+"""notebooks/quickstart.ipynb: stored clean (valid, parameters cell, Colab badge, no outputs), its settings match the
+demo's, and it runs end to end on the tiny model (QUICK) in a Jupyter kernel."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from mssr_hf.demo import demo_settings
+from mssr_hf.tasks import get_sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "quickstart.ipynb"
+BADGE = (
+    "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    "(https://colab.research.google.com/github/mssr-hf/mssr_hf/blob/main/notebooks/quickstart.ipynb)"
+)
+NOT_PUSHING = "Not pushing:"
+
+
+def read_notebook():
+    return nbformat.read(NOTEBOOK, as_version=4)
+
+
+def tagged(nb, tag: str):
+    cells = [cell for cell in nb.cells if tag in cell.metadata.get("tags", [])]
+    assert len(cells) == 1, f"expected one cell tagged {tag!r}, found {len(cells)}"
+    return cells[0]
+
+
+def code_cell(nb, cell_id: str):
+    return next(cell for cell in nb.cells if cell.get("id") == cell_id)
+
+
+def test_notebook_is_stored_clean():
+    nb = read_notebook()
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.name == "python3"
+    assert nb.cells[0].cell_type == "markdown" and BADGE in nb.cells[0].source
+    params = tagged(nb, "parameters")
+    assert params.cell_type == "code"
+    names = {}
+    exec(params.source, {}, names)
+    assert names == {"QUICK": False, "OUTPUT_DIR": "mssr_quickstart", "STEPS": 40, "PUSH_REPO": None}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]
+            assert "!pip" not in cell.source and "%pip" not in cell.source  # plain Python for nbclient
+            compile(cell.source, cell.get("id", "cell"), "exec")
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_notebook_settings_at_the_demo_length_are_the_demos(quick):
+    """The notebook rescales the replay intervals to STEPS as demo_settings does: at the demo's own length, both
+    give the same settings (this catches a change of demo_settings that the notebook does not follow)."""
+    steps = demo_settings(quick)["max_steps"]
+    names = {"QUICK": quick, "STEPS": steps}
+    exec(code_cell(read_notebook(), "settings").source, names)
+    assert names["settings"] == demo_settings(quick)
+
+
+@pytest.mark.slow
+def test_notebook_runs_quick_end_to_end(tmp_path, monkeypatch):
+    """Executed as on Colab or Jupyter, with the parameters cell replaced as papermill would: every cell runs,
+    the plots show inline, both runs write a full results.json, and the push cell explains it does not push."""
+    from nbclient import NotebookClient
+
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+                        ("OMP_NUM_THREADS", "1"), ("TOKENIZERS_PARALLELISM", "false")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    out = tmp_path / "quickstart"
+    nb = read_notebook()
+    tagged(nb, "parameters").source = f"QUICK = True\nOUTPUT_DIR = {str(out)!r}\nSTEPS = 6\nPUSH_REPO = None\n"
+
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    outputs = [output for cell in nb.cells if cell.cell_type == "code" for output in cell.outputs]
+    assert not [output for output in outputs if output.output_type == "error"]
+    assert any("image/png" in output.get("data", {}) for output in outputs)
+    text = "".join(output.get("text", "") for output in outputs if output.output_type == "stream")
+    assert "strategy: none" in text and "strategy: mssr_full" in text
+    push_output = "".join(output.get("text", "") for output in code_cell(nb, "push").outputs)
+    assert NOT_PUSHING in push_output, push_output
+
+    tasks = get_sequence("demo_3")
+    for strategy in ("none", "mssr_full"):
+        results = json.loads((out / strategy / "results.json").read_text())
+        assert results["strategy"] == strategy and results["tasks"] == [t.name for t in tasks]
+        assert len(results["matrix"]) == len(tasks)
+        assert [s["steps"] for s in results["stages"]] == [6] * len(tasks)
+        assert (out / strategy / "plots" / "accuracy_matrix.png").is_file()
+    assert (out / "comparison.png").is_file()
+    assert sum(s["replayed_samples"] for s in results["stages"]) > 0  # mssr_full replayed
