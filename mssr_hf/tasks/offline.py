@@ -32,6 +32,7 @@ class GymSkill:
     description: str
     config: dict[str, Any] = field(default_factory=dict)
     numeric: bool = False  # the answer is one number
+    size: int | None = None  # examples to generate by default (None: RG_SIZE); more where many repeat
 
 
 # Settings keep prompts short (< 64 tokens) and answers a few tokens long, so that a 135M model with LoRA learns
@@ -56,6 +57,18 @@ REASONING_GYM: dict[str, GymSkill] = {
     "rg_word_sorting": GymSkill(
         "word_sorting", 32, "sort words by ASCII order (reasoning-gym)",
         dict(min_words=3, max_words=5, min_word_length=3, max_word_length=8),
+    ),
+    "rg_word_reversal": GymSkill(
+        "word_sequence_reversal", 24, "reverse a list of 3-5 words (reasoning-gym)", dict(min_words=3, max_words=5)
+    ),
+    "rg_addition": GymSkill(
+        "basic_arithmetic", 6, "add two numbers of one or two digits (reasoning-gym)",
+        dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2, operators=("+",), allow_parentheses=False,
+             allow_negation=False), numeric=True, size=2000,
+    ),
+    "rg_syllogism": GymSkill("syllogism", 4, "does a conclusion follow from two premises? Yes or No (reasoning-gym)"),
+    "rg_family_relationships": GymSkill(
+        "family_relationships", 8, "name a family relationship from a short family story (reasoning-gym)"
     ),
     "rg_gsm_symbolic": GymSkill(
         "gsm_symbolic", 256, "GSM8K-style word problems with worked solutions (reasoning-gym)"
@@ -87,13 +100,13 @@ def _shuffled(rows: list[dict], size: int | None, seed: int) -> list[dict]:
     return rows if size is None else rows[:size]
 
 
-def reasoning_gym_task(name: str, size: int = RG_SIZE, seed: int = 42) -> TaskSpec:
+def reasoning_gym_task(name: str, size: int | None = None, seed: int = 42) -> TaskSpec:
     """A reasoning-gym skill of :data:`REASONING_GYM` as a task.
 
     Args:
         name (`str`): the task name, e.g. `"rg_basic_arithmetic"`.
-        size (`int`, *optional*, defaults to `1000`): examples to generate; repeated questions are dropped (the
-            first kept), so that no evaluation question is also a training one.
+        size (`int`, *optional*): examples to generate (default: the skill's own size, else 1000); repeated
+            questions are dropped (the first kept), so that no evaluation question is also a training one.
         seed (`int`, *optional*, defaults to `42`): the generator's seed: the same seed gives the same rows.
 
     The prompt is reasoning-gym's question followed by ``Answer:``; the completion is its answer (for
@@ -103,6 +116,7 @@ def reasoning_gym_task(name: str, size: int = RG_SIZE, seed: int = 42) -> TaskSp
     if name not in REASONING_GYM:
         raise ValueError(f"unknown reasoning-gym task {name!r}; known: {', '.join(REASONING_GYM)}")
     skill = REASONING_GYM[name]
+    size = size if size is not None else skill.size or RG_SIZE
 
     def source() -> Dataset:
         import reasoning_gym
@@ -218,15 +232,15 @@ def make_offline_task(name: str, size: int | None = None, seed: int = 42) -> Tas
 
     Args:
         name (`str`): `rg_<skill>` (see :data:`REASONING_GYM`), `champ_math` or `chatterbot_<category>`.
-        size (`int`, *optional*): examples to generate (reasoning-gym, default 1000) or to keep (champ, chatterbot;
-            default all).
+        size (`int`, *optional*): examples to generate (reasoning-gym, default the skill's size or 1000) or to keep
+            (champ, chatterbot; default all).
         seed (`int`, *optional*, defaults to `42`): the same seed gives the same rows.
 
     Returns:
         `TaskSpec`: whose ``source`` builds the rows when the task is loaded.
     """
     if name in REASONING_GYM:
-        return reasoning_gym_task(name, RG_SIZE if size is None else size, seed)
+        return reasoning_gym_task(name, size, seed)
     if name == "champ_math":
         return champ_task(size, seed)
     if name.startswith("chatterbot_") and name.removeprefix("chatterbot_") in CHATTERBOT_CATEGORIES:
