@@ -1,0 +1,512 @@
+"""Retention benchmark: every replay strategy on one task sequence, everything else equal.
+
+Each strategy trains the same model on the same tasks, with the same steps per stage, seeds, data order and
+evaluation sets; only ``replay_strategy`` (or, for an ablation, one MSSR setting) changes. Per strategy it reports,
+as mean and standard deviation over seeds: final average score, average forgetting (Eq. 1), backward transfer, the
+average normalised score, each task's final score, replayed samples, training wall time and the extra evaluation /
+probe time, the times relative to ``fixed``.
+
+Two tiers:
+
+- ``S`` (synthetic, minutes): a tiny Llama trained from scratch (full fine-tuning) on five generated letter-string
+  tasks (``mssr_hf.tasks.synthetic``) that share inputs and outputs, so they interfere; 3 seeds.
+- ``R`` (real, under 90 minutes): SmolLM2-135M-Instruct with LoRA (r=8, alpha=16, q_proj/v_proj) on three
+  reasoning-gym tasks; 1 seed.
+
+Every tier has a development sequence (``--dev``), on which the settings below were chosen, and a report sequence
+(the default), which is what BENCHMARKS.md publishes. ``--config FILE.yaml`` runs any other sequence and settings.
+
+Besides the seven strategies it runs ``er`` (classical experience replay: ``fixed`` every step, ratio lambda0) and
+``er_budget`` (``er`` with its ratio set so that it replays as many samples as ``mssr_full`` did with the same
+seed): a strategy that replays less and forgets more has not won, so both equal-steps and equal-budget comparisons
+are shown.
+
+Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`` (0.05, 0.1, 0.2, 0.3),
+``buffer`` (512, 1024, 2048, 4096), ``interval`` (expanding, fixed, geometric, ebbinghaus).
+
+    .venv/bin/python bench/retention.py --tier S                      # 8 strategies x 3 seeds, ~25 min
+    .venv/bin/python bench/retention.py --tier S --ablation lambda0   # one ablation, 3 seeds
+    .venv/bin/python bench/retention.py --tier R                      # SmolLM2 + LoRA, 1 seed, ~60 min
+    .venv/bin/python bench/retention.py --tier S --dev                # the development sequence
+    .venv/bin/python bench/retention.py --config my_sequence.yaml     # any sequence (keys: see TIERS)
+
+Each run writes ``bench/results/retention/<name>/runs/<variant>-seed<k>.json`` (a finished run is not repeated:
+delete its file to redo it); the summary goes to ``summary.json``, ``summary.md`` and ``retention.png`` next to
+them. Training checkpoints go to ``--workdir`` (not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+STRATEGIES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
+EXTRA = ("er", "er_budget")
+ABLATIONS: dict[str, tuple[str, list]] = {
+    "lambda0": ("replay_lambda0", [0.05, 0.1, 0.2, 0.3]),
+    "buffer": ("replay_buffer_size", [512, 1024, 2048, 4096]),
+    "interval": ("replay_interval_pattern", ["expanding", "fixed", "geometric", "ebbinghaus"]),
+}
+METRICS = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
+
+# fmt: off
+TIERS: dict[str, dict[str, Any]] = {
+    "S": dict(
+        tasks=["syn_swap", "syn_sort", "syn_copy", "syn_mirror", "syn_reverse"],
+        dev_tasks=["syn_reverse", "syn_shift", "syn_sort", "syn_rotate", "syn_copy"],
+        model="tiny", hidden_size=64, layers=2, peft=False, seeds=[0, 1, 2], steps=200, batch_size=32,
+        learning_rate=3e-3, max_length=32, train_size=1600, eval_size=100, eval_batch_size=100, threads=1,
+        mssr={},
+    ),
+    "R": dict(
+        tasks=["rg_word_reversal", "rg_family_relationships", "rg_small_arithmetic"],
+        dev_tasks=["rg_word_reversal", "rg_small_arithmetic", "rg_family_relationships"],
+        model="smollm2", peft=True, seeds=[0], steps=60, batch_size=8, learning_rate=1e-3, max_length=128,
+        train_size=480, eval_size=60, eval_batch_size=30, threads=2, mssr={},
+    ),
+}
+# fmt: on
+
+
+# ----------------------------------------------------------------------------------------------------------- runs
+
+
+def variants(ablation: str | None, strategies: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(variant name, replay_strategy, MSSRConfig overrides) to run."""
+    if ablation is None:
+        out = []
+        for name in strategies:
+            if name == "er":
+                out.append(("er", "fixed", {"replay_fixed_interval": 1}))
+            elif name == "er_budget":
+                out.append(("er_budget", "fixed", {"replay_fixed_interval": 1}))  # ratio set from mssr_full's run
+            else:
+                out.append((name, name, {}))
+        return out
+    field, values = ABLATIONS[ablation]
+    return [(f"mssr_full-{ablation}={v}", "mssr_full", {field: v}) for v in values]
+
+
+def build_model(tier: dict[str, Any], tasks, seed: int, workdir: Path):
+    """(model path or id, tokenizer, peft_config) for a tier."""
+    from transformers import AutoTokenizer
+
+    if tier["model"] == "tiny":
+        from mssr_hf.tiny_model import build_tiny_model, build_tiny_tokenizer
+
+        path = workdir / f"tiny-model-h{tier['hidden_size']}-l{tier['layers']}-seed{seed}"
+        if not (path / "config.json").is_file():
+            corpus = [e["prompt"] + e["completion"] for t in tasks for e in t.load(200, 0)[0]]
+            tokenizer = build_tiny_tokenizer(corpus)
+            build_tiny_model(tokenizer, hidden_size=tier["hidden_size"], layers=tier["layers"], seed=seed)\
+                .save_pretrained(path)  # fmt: skip
+            tokenizer.save_pretrained(path)
+        model = str(path)
+    elif tier["model"] == "smollm2":
+        from mssr_hf.smollm2 import smollm2_dir
+
+        model = str(smollm2_dir())
+    else:
+        model = tier["model"]
+    peft_config = None
+    if tier["peft"]:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"])
+    return model, AutoTokenizer.from_pretrained(model), peft_config
+
+
+class ExposureLog:
+    """Calibration of the memory model: at every exposure of an earlier task's sample (a replay), what the memory
+    predicted just before it and what happened.
+
+    Predicted: the forgetting ``-log m`` (what ``eq:prob_weight`` ranks by), the steps since the sample's last review,
+    its EMA loss and its stability. Observed: its loss now minus its loss at its previous exposure (the loss rise,
+    measured on the forward the trainer runs anyway). Installed by wrapping ``SampleMemory.expose`` for one run.
+
+    Args:
+        task_bounds (`list[int]`): the first id of each task after the first (ids are given task by task).
+        stage_steps (`int`): optimizer steps per stage (a step's stage is ``(step - 1) // stage_steps``).
+    """
+
+    def __init__(self, task_bounds: list[int], stage_steps: int):
+        import torch
+
+        self.bounds = torch.tensor(task_bounds, dtype=torch.int64)
+        self.stage_steps = stage_steps
+        self.last_loss = torch.zeros(0, dtype=torch.float64)
+        self.rows: list[Any] = []  # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage)
+
+    def __enter__(self) -> ExposureLog:
+        from mssr_hf.memory import SampleMemory
+
+        self._original = original = SampleMemory.expose
+        log = self
+
+        def expose(memory, ids, losses, step):
+            log.record(memory, ids, losses, step)
+            return original(memory, ids, losses, step)
+
+        SampleMemory.expose = expose
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from mssr_hf.memory import SampleMemory
+
+        SampleMemory.expose = self._original
+
+    def record(self, memory, ids, losses, step: int) -> None:
+        import torch
+
+        ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
+        losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
+        if self.last_loss.numel() < len(memory):
+            pad = torch.full((len(memory) - self.last_loss.numel(),), float("nan"), dtype=torch.float64)
+            self.last_loss = torch.cat([self.last_loss, pad])
+        stage = (step - 1) // self.stage_steps
+        task = torch.bucketize(ids, self.bounds, right=True)
+        finite = torch.isfinite(losses)
+        replay = finite & (task < stage) & ~torch.isnan(self.last_loss[ids])
+        if bool(replay.any()):
+            r = ids[replay]
+            self.rows.append(torch.stack([
+                -memory.log_strength(r, step), (step - memory.last_review[r]).double(), memory.ema_loss[r],
+                memory.stability[r], losses[replay] - self.last_loss[r], task[replay].double(),
+                torch.full((r.numel(),), float(stage), dtype=torch.float64),
+            ], dim=1))  # fmt: skip
+        self.last_loss[ids[finite]] = losses[finite]
+
+    def summary(self) -> dict[str, Any] | None:
+        """Spearman correlation of each predictor with the observed loss rise, and the lift of the memory's
+        ranking: the mean rise of the 20% of replayed samples it rated most forgotten, over the mean rise."""
+        import torch
+
+        if not self.rows:
+            return None
+        rows = torch.cat(self.rows).numpy()
+        rise = rows[:, 4]
+        top = rows[:, 0] >= np.quantile(rows[:, 0], 0.8)
+        return {
+            "exposures": int(rows.shape[0]),
+            "mean_rise": float(rise.mean()),
+            "share_risen": float((rise > 0).mean()),
+            "spearman_forgetting": spearman(rows[:, 0], rise),
+            "spearman_elapsed": spearman(rows[:, 1], rise),
+            "spearman_ema_loss": spearman(rows[:, 2], rise),
+            "spearman_task_age": spearman(rows[:, 6] - rows[:, 5], rise),
+            "top20_rise": float(rise[top].mean()),
+        }
+
+
+def spearman(x, y) -> float:
+    """Spearman rank correlation (average ranks for ties); NaN when either side is constant."""
+    rx, ry = _ranks(np.asarray(x, float)), _ranks(np.asarray(y, float))
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(values):
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values))
+    uniq, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return (sums / counts)[inverse]
+
+
+def run_one(tier, tasks, variant: str, strategy: str, overrides: dict, seed: int, workdir: Path) -> dict[str, Any]:
+    """Train and evaluate the whole sequence once; returns the run's record."""
+    import shutil
+
+    import torch
+
+    from mssr_hf.continual import ContinualRunner
+    from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
+
+    torch.set_num_threads(tier["threads"])
+    model, tokenizer, peft_config = build_model(tier, tasks, seed, workdir)
+    steps = tier["steps"]
+    out = workdir / "runs" / f"{variant}-seed{seed}"
+    shutil.rmtree(out, ignore_errors=True)
+    settings = dict(
+        max_steps=steps, per_device_train_batch_size=tier["batch_size"], gradient_accumulation_steps=1,
+        learning_rate=tier["learning_rate"], lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
+        max_length=tier["max_length"], logging_steps=max(1, steps // 10), save_strategy="no", seed=seed,
+        data_seed=seed, report_to=[], bf16=False, use_cpu=True, disable_tqdm=True,
+        **scaled_replay_settings(steps),
+    )  # fmt: skip
+    settings.update(tier["mssr"])
+    settings.update(overrides)
+    args = MSSRConfig(output_dir=str(out), replay_strategy=strategy, **settings)
+    runner = ContinualRunner(
+        model, tasks, args, tokenizer=tokenizer, peft_config=peft_config, eval_size=tier["eval_size"],
+        train_size=tier["train_size"], eval_batch_size=tier["eval_batch_size"],
+    )  # fmt: skip
+    sizes = [len(t.load(tier["train_size"], tier["eval_size"])[0]) for t in tasks]
+    start = time.perf_counter()
+    with ExposureLog(list(itertools.accumulate(sizes))[:-1], steps) as log:
+        results = runner.run()
+    wall = time.perf_counter() - start
+    stages = results["stages"]
+    record = {
+        "variant": variant, "strategy": strategy, "seed": seed, "overrides": overrides,
+        "tasks": [t.name for t in tasks], "matrix": results["matrix"], "metrics": results["metrics"],
+        "final_scores": dict(zip([t.name for t in tasks], results["matrix"][-1])),
+        "replayed_samples": sum(s["replayed_samples"] for s in stages),
+        "replay_steps": sum(s["replay_steps"] for s in stages),
+        "train_seconds": sum(s["train_seconds"] for s in stages),
+        "extra_seconds": sum(s["probe_seconds"] + s["eval_seconds"] for s in stages),
+        "replay_share": sum(s["replayed_samples"] for s in stages[1:])
+        / max(1, sum(s["steps"] for s in stages[1:]) * tier["batch_size"]),
+        "wall_seconds": wall, "calibration": log.summary(),
+        "settings": {k: v for k, v in settings.items() if k.startswith("replay_") or k in ("max_steps", "seed")},
+    }  # fmt: skip
+    shutil.rmtree(out, ignore_errors=True)  # adapters/checkpoints of every stage: not needed once scored
+    return record
+
+
+# -------------------------------------------------------------------------------------------------------- summary
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def summarize(records: list[dict[str, Any]], order: list[str]) -> dict[str, Any]:
+    """Mean and std over seeds of every reported quantity, per variant; times relative to ``fixed``."""
+    by_variant: dict[str, list[dict]] = {}
+    for r in records:
+        by_variant.setdefault(r["variant"], []).append(r)
+    reference = by_variant.get("fixed")
+    ref_train = statistics.fmean(r["train_seconds"] for r in reference) if reference else None
+    summary = {}
+    for variant in [v for v in order if v in by_variant]:
+        runs = by_variant[variant]
+        row: dict[str, Any] = {"seeds": sorted(r["seed"] for r in runs)}
+        for m in METRICS:
+            row[m] = mean_std([r["metrics"][m] for r in runs])
+        tasks = runs[0]["tasks"]
+        row["final_scores"] = {t: mean_std([r["final_scores"][t] for r in runs]) for t in tasks}
+        for key in ("replayed_samples", "replay_share", "train_seconds", "extra_seconds", "wall_seconds"):
+            row[key] = mean_std([r.get(key) for r in runs])
+        calibrations = [r["calibration"] for r in runs if r.get("calibration")]
+        if calibrations:
+            row["calibration"] = {k: mean_std([c[k] for c in calibrations]) for k in calibrations[0]}
+        if ref_train:
+            row["train_time_vs_fixed"] = row["train_seconds"][0] / ref_train
+            row["extra_time_vs_fixed_train"] = row["extra_seconds"][0] / ref_train
+        summary[variant] = row
+    return summary
+
+
+def _pm(pair, digits: int = 3, scale: float = 1.0) -> str:
+    mean, std = pair
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
+
+
+def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    tasks = meta["tasks"]
+    lines = [
+        f"# Retention: {meta['name']}", "",
+        f"Command: `{meta['command']}`", "",
+        f"Tasks (in training order): {', '.join(tasks)}. Model: {meta['model']}. {meta['steps']} steps per stage, "
+        f"batch {meta['batch_size']}, lr {meta['learning_rate']}; seeds {meta['seeds']}; {meta['eval_size']} "
+        f"evaluation examples per task. Machine: {meta['machine']}.", "",
+        "Scores are exact match (0-1), mean ± std over seeds. Forgetting: lower is better. Replay share: replayed "
+        "samples / samples trained in the stages that can replay (all but the first). Train time: wall time of "
+        "`trainer.train()` over all stages, which includes the probe forwards and evaluations of `loss` and "
+        "`accuracy`; extra: that probe/evaluation time alone; both relative to `fixed`'s train time.", "",
+        "| strategy | final avg | forgetting | BWT | norm. score | replayed | replay share | train time | vs fixed "
+        "| extra vs fixed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]  # fmt: skip
+    for variant, row in summary.items():
+        lines.append(
+            f"| `{variant}` | {_pm(row['final_average'])} | {_pm(row['average_forgetting'])} | "
+            f"{_pm(row['backward_transfer'])} | {_pm(row['normalized_score'])} | {row['replayed_samples'][0]:.0f} | "
+            f"{row['replay_share'][0]:.1%} | {row['train_seconds'][0]:.0f} s | "
+            f"{row.get('train_time_vs_fixed', math.nan):.2f} | {row.get('extra_time_vs_fixed_train', math.nan):.2f} |"
+        )
+    lines += ["", "Final score per task:", "", "| strategy | " + " | ".join(tasks) + " |",
+              "|---|" + "---:|" * len(tasks)]  # fmt: skip
+    for variant, row in summary.items():
+        lines.append(f"| `{variant}` | " + " | ".join(_pm(row["final_scores"][t], 2) for t in tasks) + " |")
+    calibrated = {v: row["calibration"] for v, row in summary.items() if "calibration" in row}
+    if calibrated:
+        lines += [
+            "", "Calibration of the memory model on replayed samples (see `ExposureLog`): Spearman correlation of "
+            "each predictor with the observed loss rise since the sample's previous exposure; `top 20%`: mean rise "
+            "of the fifth the memory rates most forgotten (highest -log m), against the mean rise. Only uniform "
+            "selections (`fixed`, `loss`, `accuracy`, `mssr_sch`, `er`) sample the bank without bias.", "",
+            "| strategy | replays seen | mean rise | risen | rho(-log m) | rho(elapsed) | rho(EMA loss) | "
+            "rho(task age) | top 20% rise |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]  # fmt: skip
+        for variant, c in calibrated.items():
+            lines.append(
+                f"| `{variant}` | {c['exposures'][0]:.0f} | {_pm(c['mean_rise'], 2)} | {c['share_risen'][0]:.0%} | "
+                f"{_pm(c['spearman_forgetting'], 2)} | {_pm(c['spearman_elapsed'], 2)} | "
+                f"{_pm(c['spearman_ema_loss'], 2)} | {_pm(c['spearman_task_age'], 2)} | {_pm(c['top20_rise'], 2)} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict[str, Any], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.1 * len(names) + 4), 3.8))
+    labels = ("final average (higher is better)", "average forgetting (lower is better)")
+    for ax, metric, label in zip(axes, ("final_average", "average_forgetting"), labels):
+        means = [summary[n][metric][0] for n in names]
+        stds = [summary[n][metric][1] for n in names]
+        colors = ["tab:red" if n.startswith("mssr_full") else "tab:gray" if n == "none" else "tab:blue" for n in names]
+        ax.bar(range(len(names)), means, yerr=stds, color=colors, capsize=3)
+        ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+        ax.set_title(label, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def machine() -> str:
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, no GPU"
+
+
+# ----------------------------------------------------------------------------------------------------------- main
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """A YAML sequence/settings file: any key of a tier (``tier: S`` or ``R`` picks the base, default S)."""
+    import yaml
+
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    if not isinstance(config, dict):
+        raise SystemExit(f"--config {path}: expected a mapping of settings, got {type(config).__name__}")
+    base = config.pop("tier", "S")
+    if base not in TIERS:
+        raise SystemExit(f"--config {path}: tier must be one of {list(TIERS)}, got {base!r}")
+    unknown = sorted(set(config) - set(TIERS[base]) - {"name"})
+    if unknown:
+        raise SystemExit(f"--config {path}: unknown keys {unknown}; known: {sorted(TIERS[base])}")
+    return {**TIERS[base], **config}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tier", choices=list(TIERS), default="S")
+    p.add_argument("--config", type=Path, help="YAML file with a sequence (tasks: [...]) and settings")
+    p.add_argument("--dev", action="store_true", help="run the tier's development sequence")
+    p.add_argument("--ablation", choices=list(ABLATIONS))
+    p.add_argument("--strategies", nargs="+", default=[*STRATEGIES, *EXTRA], choices=[*STRATEGIES, *EXTRA])
+    p.add_argument("--seeds", nargs="+", type=int)
+    p.add_argument("--steps", type=int, help="steps per stage (default: the tier's)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "retention")
+    p.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".retention_work")
+    p.add_argument("--summary-only", action="store_true", help="re-render the summary from the saved runs")
+    a = p.parse_args(argv)
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    tier = load_config(a.config) if a.config else dict(TIERS[a.tier])
+    if a.dev:
+        tier["tasks"] = tier["dev_tasks"]
+    if a.seeds:
+        tier["seeds"] = a.seeds
+    if a.steps:
+        tier["steps"] = a.steps
+    name = tier.get("name") or (a.config.stem if a.config else f"{a.tier}-{'dev' if a.dev else 'report'}")
+    if a.ablation:
+        name += f"-ablation-{a.ablation}"
+    from mssr_hf.tasks import get_sequence
+
+    tasks = get_sequence(tier["tasks"])
+    out = a.out / name
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    plan = variants(a.ablation, a.strategies)
+    if "er_budget" in [v for v, _, _ in plan] and "mssr_full" in [v for v, _, _ in plan]:
+        plan.sort(key=lambda v: v[0] == "er_budget")  # er_budget needs mssr_full's replay count of the same seed
+
+    if not a.summary_only:
+        for seed in tier["seeds"]:
+            for variant, strategy, overrides in plan:
+                path = out / "runs" / f"{variant}-seed{seed}.json"
+                if path.is_file():
+                    continue
+                if variant == "er_budget":
+                    overrides = {**overrides, **budget_settings(out, seed, tier, len(tasks))}
+                print(f"[{name}] {variant} seed {seed}: {' -> '.join(t.name for t in tasks)}", flush=True)
+                record = run_one(tier, tasks, variant, strategy, overrides, seed, a.workdir / name)
+                path.write_text(json.dumps(record, indent=1) + "\n")
+                m = record["metrics"]
+                print(f"[{name}] {variant} seed {seed}: final {m['final_average']:.3f} forgetting "
+                      f"{m['average_forgetting']:.3f} replayed {record['replayed_samples']} "
+                      f"train {record['train_seconds']:.0f} s", flush=True)  # fmt: skip
+
+    records = [json.loads(f.read_text()) for f in sorted((out / "runs").glob("*.json"))]
+    if not records:
+        print(f"no runs in {out / 'runs'}", file=sys.stderr)
+        return 1
+    summary = summarize(records, [v for v, _, _ in plan] + sorted({r["variant"] for r in records}))
+    meta = {
+        "name": name, "tasks": [t.name for t in tasks], "model": tier["model"], "steps": tier["steps"],
+        "batch_size": tier["batch_size"], "learning_rate": tier["learning_rate"], "eval_size": tier["eval_size"],
+        "seeds": sorted({r["seed"] for r in records}), "machine": machine(),
+        "command": ".venv/bin/python bench/retention.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+    }  # fmt: skip
+    (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
+    (out / "summary.md").write_text(markdown(summary, meta))
+    plot(summary, out / "retention.png", f"{name}: {' -> '.join(meta['tasks'])}")
+    print(markdown(summary, meta))
+    return 0
+
+
+def budget_settings(out: Path, seed: int, tier: dict[str, Any], n_tasks: int) -> dict[str, Any]:
+    """Uniform replay at a constant rate that replays as many samples as ``mssr_full`` did with ``seed``: a
+    fraction of every batch, or one sample every n steps when that is less than one sample per step."""
+    path = out / "runs" / f"mssr_full-seed{seed}.json"
+    if not path.is_file():
+        raise SystemExit("er_budget needs mssr_full's run of the same seed: run mssr_full first")
+    replayed = json.loads(path.read_text())["replayed_samples"]
+    per_step = replayed / (tier["steps"] * (n_tasks - 1))  # no replay on the first task
+    batch = tier["batch_size"]
+    # `fixed` keeps its ratio constant; lambda_min (unused by it, but validated against lambda0) goes to 0.
+    if per_step >= 1:
+        return {"replay_fixed_interval": 1, "replay_lambda0": per_step / batch, "replay_lambda_min": 0.0}
+    interval = max(1, round(1 / max(per_step, 1e-9)))
+    return {"replay_fixed_interval": interval, "replay_lambda0": 1 / batch, "replay_lambda_min": 0.0}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
