@@ -131,11 +131,13 @@ def build_model(tier: dict[str, Any], tasks, seed: int, workdir: Path):
 
 class ExposureLog:
     """Calibration of the memory model: at every exposure of an earlier task's sample (a replay), what the memory
-    predicted just before it and what happened.
+    predicted just before it and how much the sample had actually been forgotten.
 
     Predicted: the forgetting ``-log m`` (what ``eq:prob_weight`` ranks by), the steps since the sample's last review,
-    its EMA loss and its stability. Observed: its loss now minus its loss at its previous exposure (the loss rise,
-    measured on the forward the trainer runs anyway). Installed by wrapping ``SampleMemory.expose`` for one run.
+    its EMA loss and its stability. Observed: its loss at the replay (measured on the forward the trainer runs
+    anyway) minus its loss when its task's stage ended (one extra forward over the stage's samples, run by
+    :meth:`callback` at the end of each stage, timed in :attr:`seconds` so the caller can leave it out of the
+    training time). Installed by wrapping ``SampleMemory.expose`` for one run.
 
     Args:
         task_bounds (`list[int]`): the first id of each task after the first (ids are given task by task).
@@ -147,8 +149,10 @@ class ExposureLog:
 
         self.bounds = torch.tensor(task_bounds, dtype=torch.int64)
         self.stage_steps = stage_steps
-        self.last_loss = torch.zeros(0, dtype=torch.float64)
+        self.learned_loss = torch.zeros(0, dtype=torch.float64)  # per id: loss at the end of its task's stage
         self.rows: list[Any] = []  # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage)
+        self.stages_done = 0
+        self.seconds = 0.0
 
     def __enter__(self) -> ExposureLog:
         from mssr_hf.memory import SampleMemory
@@ -173,25 +177,64 @@ class ExposureLog:
 
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
         losses = torch.as_tensor(losses, dtype=torch.float64).reshape(-1)
-        if self.last_loss.numel() < len(memory):
-            pad = torch.full((len(memory) - self.last_loss.numel(),), float("nan"), dtype=torch.float64)
-            self.last_loss = torch.cat([self.last_loss, pad])
-        stage = (step - 1) // self.stage_steps
-        task = torch.bucketize(ids, self.bounds, right=True)
-        finite = torch.isfinite(losses)
-        replay = finite & (task < stage) & ~torch.isnan(self.last_loss[ids])
+        known = ids < self.learned_loss.numel()
+        learned = torch.full_like(losses, float("nan"))
+        learned[known] = self.learned_loss[ids[known]]
+        replay = torch.isfinite(losses) & ~torch.isnan(learned)
         if bool(replay.any()):
             r = ids[replay]
+            stage = (step - 1) // self.stage_steps
             self.rows.append(torch.stack([
                 -memory.log_strength(r, step), (step - memory.last_review[r]).double(), memory.ema_loss[r],
-                memory.stability[r], losses[replay] - self.last_loss[r], task[replay].double(),
+                memory.stability[r], losses[replay] - learned[replay],
+                torch.bucketize(r, self.bounds, right=True).double(),
                 torch.full((r.numel(),), float(stage), dtype=torch.float64),
             ], dim=1))  # fmt: skip
-        self.last_loss[ids[finite]] = losses[finite]
+
+    def callback(self):
+        """A TrainerCallback that measures each task's per-sample losses when its stage ends."""
+        from transformers import TrainerCallback
+
+        log = self
+
+        class StageEndLosses(TrainerCallback):
+            def on_train_end(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+                log.measure_stage(model, train_dataloader, args.replay_id_column)
+
+        return StageEndLosses()
+
+    def measure_stage(self, model, dataloader, id_column: str) -> None:
+        import torch
+
+        start = time.perf_counter()
+        stage = self.stages_done
+        self.stages_done += 1
+        lo = 0 if stage == 0 else int(self.bounds[stage - 1])
+        hi = int(self.bounds[stage]) if stage < self.bounds.numel() else None
+        if hi is None:
+            return  # the last task is never replayed
+        dataset = dataloader.dataset
+        rows = [i for i, sid in enumerate(dataset[id_column]) if lo <= sid < hi]
+        if self.learned_loss.numel() < hi:
+            pad = torch.full((hi - self.learned_loss.numel(),), float("nan"), dtype=torch.float64)
+            self.learned_loss = torch.cat([self.learned_loss, pad])
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for i in range(0, len(rows), 16):
+                batch = dataloader.collate_fn([dataset[r] for r in rows[i : i + 16]])
+                ids = batch.pop(id_column)
+                labels = batch["labels"][:, 1:]  # (B, T-1)
+                logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits[:, :-1].float()
+                nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels, reduction="none")  # (B, T-1)
+                mask = labels != -100
+                self.learned_loss[ids] = ((nll * mask).sum(1) / mask.sum(1).clamp(min=1)).double()
+        model.train(was_training)
+        self.seconds += time.perf_counter() - start
 
     def summary(self) -> dict[str, Any] | None:
         """Spearman correlation of each predictor with the observed loss rise, and the lift of the memory's
-        ranking: the mean rise of the 20% of replayed samples it rated most forgotten, over the mean rise."""
+        ranking: the mean rise of the fifth of replayed samples it rated most forgotten (highest -log m)."""
         import torch
 
         if not self.rows:
@@ -252,15 +295,17 @@ def run_one(tier, tasks, variant: str, strategy: str, overrides: dict, seed: int
     settings.update(tier["mssr"])
     settings.update(overrides)
     args = MSSRConfig(output_dir=str(out), replay_strategy=strategy, **settings)
+    sizes = [len(t.load(tier["train_size"], tier["eval_size"])[0]) for t in tasks]
+    log = ExposureLog(list(itertools.accumulate(sizes))[:-1], steps)
     runner = ContinualRunner(
         model, tasks, args, tokenizer=tokenizer, peft_config=peft_config, eval_size=tier["eval_size"],
         train_size=tier["train_size"], eval_batch_size=tier["eval_batch_size"],
+        callbacks=[log.callback()] if strategy != "none" else [],
     )  # fmt: skip
-    sizes = [len(t.load(tier["train_size"], tier["eval_size"])[0]) for t in tasks]
     start = time.perf_counter()
-    with ExposureLog(list(itertools.accumulate(sizes))[:-1], steps) as log:
+    with log:
         results = runner.run()
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - start - log.seconds
     stages = results["stages"]
     record = {
         "variant": variant, "strategy": strategy, "seed": seed, "overrides": overrides,
@@ -268,7 +313,7 @@ def run_one(tier, tasks, variant: str, strategy: str, overrides: dict, seed: int
         "final_scores": dict(zip([t.name for t in tasks], results["matrix"][-1])),
         "replayed_samples": sum(s["replayed_samples"] for s in stages),
         "replay_steps": sum(s["replay_steps"] for s in stages),
-        "train_seconds": sum(s["train_seconds"] for s in stages),
+        "train_seconds": sum(s["train_seconds"] for s in stages) - log.seconds,  # without the calibration forwards
         "extra_seconds": sum(s["probe_seconds"] + s["eval_seconds"] for s in stages),
         "replay_share": sum(s["replayed_samples"] for s in stages[1:])
         / max(1, sum(s["steps"] for s in stages[1:]) * tier["batch_size"]),
