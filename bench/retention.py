@@ -11,15 +11,19 @@ Two tiers:
 - ``S`` (synthetic, minutes): a tiny Llama trained from scratch (full fine-tuning) on five generated letter-string
   tasks (``mssr_hf.tasks.synthetic``) that share inputs and outputs, so they interfere; 3 seeds.
 - ``R`` (real, under 90 minutes): SmolLM2-135M-Instruct with LoRA (r=8, alpha=16, q_proj/v_proj) on three
-  reasoning-gym tasks; 1 seed.
+  reasoning-gym tasks (the demo's sequence, with the demo's settings but seed 0); 1 seed.
 
 Every tier has a development sequence (``--dev``), on which the settings below were chosen, and a report sequence
 (the default), which is what BENCHMARKS.md publishes. ``--config FILE.yaml`` runs any other sequence and settings.
 
-Besides the seven strategies it runs ``er`` (classical experience replay: ``fixed`` every step, ratio lambda0) and
-``er_budget`` (``er`` with its ratio set so that it replays as many samples as ``mssr_full`` did with the same
-seed): a strategy that replays less and forgets more has not won, so both equal-steps and equal-budget comparisons
-are shown.
+Besides the seven strategies it runs ``er`` (classical experience replay: ``fixed`` every step, ratio lambda0),
+``er_budget`` (uniform replay at a constant rate set so that it replays as many samples as ``mssr_full`` did with
+the same seed: a strategy that replays less and forgets more has not won, so both equal-steps and equal-budget
+comparisons are shown) and ``er_mssr`` (``mssr_spl`` every step: MSSR's memory-weighted sampler at ``er``'s budget,
+which isolates the sampler).
+
+Every run also records how well the memory model predicts forgetting (:class:`ExposureLog`): at each replay, the
+memory's ``-log m`` against the sample's loss rise since its task was learned.
 
 Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`` (0.05, 0.1, 0.2, 0.3),
 ``buffer`` (512, 1024, 2048, 4096), ``interval`` (expanding, fixed, geometric, ebbinghaus).
@@ -29,6 +33,7 @@ Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`
     .venv/bin/python bench/retention.py --tier R                      # SmolLM2 + LoRA, 1 seed, ~60 min
     .venv/bin/python bench/retention.py --tier S --dev                # the development sequence
     .venv/bin/python bench/retention.py --config my_sequence.yaml     # any sequence (keys: see TIERS)
+    .venv/bin/python bench/retention.py --tier S --dev --set replay_zeta=0.5   # a development experiment
 
 Each run writes ``bench/results/retention/<name>/runs/<variant>-seed<k>.json`` (a finished run is not repeated:
 delete its file to redo it); the summary goes to ``summary.json``, ``summary.md`` and ``retention.png`` next to
@@ -54,7 +59,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 STRATEGIES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
-EXTRA = ("er", "er_budget")
+EXTRA = ("er", "er_budget", "er_mssr")
 ABLATIONS: dict[str, tuple[str, list]] = {
     "lambda0": ("replay_lambda0", [0.05, 0.1, 0.2, 0.3]),
     "buffer": ("replay_buffer_size", [512, 1024, 2048, 4096]),
@@ -72,10 +77,10 @@ TIERS: dict[str, dict[str, Any]] = {
         mssr={},
     ),
     "R": dict(
-        tasks=["rg_word_reversal", "rg_family_relationships", "rg_small_arithmetic"],
-        dev_tasks=["rg_word_reversal", "rg_small_arithmetic", "rg_family_relationships"],
-        model="smollm2", peft=True, seeds=[0], steps=60, batch_size=8, learning_rate=1e-3, max_length=128,
-        train_size=480, eval_size=60, eval_batch_size=30, threads=2, mssr={},
+        tasks=["rg_word_reversal", "rg_addition", "rg_syllogism"],  # demo_3: the demo's sequence
+        dev_tasks=["rg_family_relationships", "rg_word_reversal", "rg_letter_counting"],
+        model="smollm2", peft=True, seeds=[0], steps=30, batch_size=8, learning_rate=2e-3, max_length=128,
+        train_size=400, eval_size=50, eval_batch_size=25, threads=1, mssr={},
     ),
 }
 # fmt: on
@@ -93,6 +98,8 @@ def variants(ablation: str | None, strategies: list[str]) -> list[tuple[str, str
                 out.append(("er", "fixed", {"replay_fixed_interval": 1}))
             elif name == "er_budget":
                 out.append(("er_budget", "fixed", {"replay_fixed_interval": 1}))  # ratio set from mssr_full's run
+            elif name == "er_mssr":  # MSSR's memory-weighted sampler at er's budget: a fraction of every batch
+                out.append(("er_mssr", "mssr_spl", {"replay_first_interval": 1}))
             else:
                 out.append((name, name, {}))
         return out
@@ -399,9 +406,10 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     if calibrated:
         lines += [
             "", "Calibration of the memory model on replayed samples (see `ExposureLog`): Spearman correlation of "
-            "each predictor with the observed loss rise since the sample's previous exposure; `top 20%`: mean rise "
-            "of the fifth the memory rates most forgotten (highest -log m), against the mean rise. Only uniform "
-            "selections (`fixed`, `loss`, `accuracy`, `mssr_sch`, `er`) sample the bank without bias.", "",
+            "each predictor with the observed loss rise since the sample's task was learned (its loss when that "
+            "stage ended); `top 20%`: mean rise of the fifth the memory rates most forgotten (highest -log m), "
+            "against the mean rise. Only uniform selections (`fixed`, `loss`, `accuracy`, `mssr_sch`, `er`, "
+            "`er_budget`) sample the bank without bias.", "",
             "| strategy | replays seen | mean rise | risen | rho(-log m) | rho(elapsed) | rho(EMA loss) | "
             "rho(task age) | top 20% rise |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -481,7 +489,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "retention")
     p.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".retention_work")
     p.add_argument("--summary-only", action="store_true", help="re-render the summary from the saved runs")
+    p.add_argument(
+        "--set", nargs="+", default=[], metavar="FIELD=VALUE",
+        help="MSSRConfig settings for every variant (e.g. replay_zeta=0.5); they are added to the run's name",
+    )  # fmt: skip
     a = p.parse_args(argv)
+
+    import yaml
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     tier = load_config(a.config) if a.config else dict(TIERS[a.tier])
@@ -494,6 +508,12 @@ def main(argv: list[str] | None = None) -> int:
     name = tier.get("name") or (a.config.stem if a.config else f"{a.tier}-{'dev' if a.dev else 'report'}")
     if a.ablation:
         name += f"-ablation-{a.ablation}"
+    for item in a.set:
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item}: expected FIELD=VALUE")
+        tier["mssr"] = {**tier["mssr"], field: yaml.safe_load(value)}
+        name += f"+{field}={value}"
     from mssr_hf.tasks import get_sequence
 
     tasks = get_sequence(tier["tasks"])

@@ -6,8 +6,9 @@ accuracy matrices side by side, and a Markdown report with the plots.
 - ``--quick``: a tiny random Llama trained from scratch on the same tasks (full fine-tuning), under a minute: it
   checks the whole flow, its scores mean nothing.
 
-The paper's replay intervals assume 2000 steps per stage; the demo's stages are short, so the intervals are scaled
-to the stage length (first interval = steps / 20, buffer refresh = steps / 8), as DESIGN.md section 4 prescribes.
+The replay settings are the paper's, with its step counts (first replay interval, buffer refresh, staleness cap;
+set for 2000 steps per stage) scaled to the demo's 30-step stages by
+:func:`~mssr_hf.mssr_config.scaled_replay_settings`, as DESIGN.md section 4 prescribes.
 """
 
 from __future__ import annotations
@@ -16,23 +17,30 @@ import os
 import time
 from pathlib import Path
 
-from .mssr_config import MSSRConfig
+from .mssr_config import MSSRConfig, scaled_replay_settings
 
 STRATEGIES = ("none", "mssr_full")
 SEQUENCE = "demo_3"
 
 
-def demo_settings(quick: bool) -> dict:
-    """Training settings of the demo (per stage)."""
-    steps = 12 if quick else 40
+def demo_settings(quick: bool, steps: int | None = None) -> dict:
+    """Training settings of the demo (per stage): ``steps`` optimizer steps per task (default 30, or 12 with
+    ``quick``), the paper's replay settings scaled to that length."""
+    steps = steps or (12 if quick else 30)
     return dict(
         max_steps=steps, per_device_train_batch_size=8, gradient_accumulation_steps=1,
-        learning_rate=3e-3 if quick else 1e-3, lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
-        max_length=64 if quick else 96, logging_steps=max(1, steps // 10), save_strategy="steps",
+        learning_rate=3e-3 if quick else 2e-3, lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
+        max_length=64 if quick else 128, logging_steps=max(1, steps // 10), save_strategy="steps",
         save_steps=max(1, steps // 2), save_total_limit=1, seed=42, report_to=[], bf16=False, use_cpu=True,
-        gradient_checkpointing=False, disable_tqdm=False, replay_first_interval=max(1, steps // 20),
-        replay_refresh_interval=max(1, steps // 8), replay_buffer_size=256, replay_staleness_cap=steps * 2,
+        gradient_checkpointing=False, disable_tqdm=False, **scaled_replay_settings(steps),
     )  # fmt: skip
+
+
+def demo_sizes(quick: bool) -> dict:
+    """Examples per task: trained on, evaluated on, and generated per batch at evaluation."""
+    if quick:
+        return dict(train_size=240, eval_size=24, eval_batch_size=8)
+    return dict(train_size=400, eval_size=50, eval_batch_size=25)
 
 
 def run_demo(quick: bool = False, output_dir: str | os.PathLike | None = None) -> Path:
@@ -71,10 +79,8 @@ def run_demo(quick: bool = False, output_dir: str | os.PathLike | None = None) -
         start = time.perf_counter()
         print(f"\n=== {strategy}: {' -> '.join(t.name for t in tasks)} ===", flush=True)
         args = MSSRConfig(output_dir=str(out / strategy), replay_strategy=strategy, **demo_settings(quick))
-        runner = ContinualRunner(
-            str(model_dir), tasks, args, tokenizer=tokenizer, peft_config=peft_config,
-            eval_size=24 if quick else 40, train_size=240 if quick else 400, eval_batch_size=8 if quick else 20,
-        )  # fmt: skip
+        runner = ContinualRunner(str(model_dir), tasks, args, tokenizer=tokenizer, peft_config=peft_config,
+                                 **demo_sizes(quick))  # fmt: skip
         runs[strategy] = runner.run()
         plots += render_plots(out / strategy, runs[strategy])
         print(f"{strategy} took {time.perf_counter() - start:.0f} s", flush=True)

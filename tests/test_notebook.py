@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from mssr_hf.demo import demo_settings
+from mssr_hf.demo import demo_settings, demo_sizes
 from mssr_hf.tasks import get_sequence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def test_notebook_is_stored_clean():
     assert params.cell_type == "code"
     names = {}
     exec(params.source, {}, names)
-    assert names == {"QUICK": False, "OUTPUT_DIR": "mssr_quickstart", "STEPS": 40, "PUSH_REPO": None}
+    assert names == {"QUICK": False, "OUTPUT_DIR": "mssr_quickstart", "STEPS": 30, "PUSH_REPO": None}
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:80]
@@ -51,13 +51,13 @@ def test_notebook_is_stored_clean():
 
 
 @pytest.mark.parametrize("quick", [True, False])
-def test_notebook_settings_at_the_demo_length_are_the_demos(quick):
-    """The notebook rescales the replay intervals to STEPS as demo_settings does: at the demo's own length, both
-    give the same settings (this catches a change of demo_settings that the notebook does not follow)."""
-    steps = demo_settings(quick)["max_steps"]
-    names = {"QUICK": quick, "STEPS": steps}
+def test_notebook_trains_with_the_demos_settings_at_its_own_length(quick):
+    """The settings cell gives the demo's settings and sizes, with the replay step counts scaled to STEPS."""
+    names = {"QUICK": quick, "STEPS": 17}
     exec(code_cell(read_notebook(), "settings").source, names)
-    assert names["settings"] == demo_settings(quick)
+    assert names["settings"] == demo_settings(quick, steps=17) and names["sizes"] == demo_sizes(quick)
+    assert names["settings"]["max_steps"] == 17 and names["settings"]["replay_first_interval"] == 1  # 100 * 17/2000
+    assert demo_settings(quick)["max_steps"] == (12 if quick else 30)
 
 
 @pytest.mark.slow

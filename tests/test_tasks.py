@@ -354,8 +354,8 @@ def test_offline_sizes_and_reasoning_gym_agreement():
 def test_demo_tasks_have_short_prompts_and_answers():
     for spec in get_sequence("demo_3"):
         train, _ = spec.load(max_train=200)
-        assert max(len(p.split()) for p in train["prompt"]) < 40  # well under 64 tokens
-        assert max(len(c.split()) for c in train["completion"]) <= 2 and spec.max_new_tokens <= 16
+        assert max(len(p.split()) for p in train["prompt"]) <= 40  # under 64 tokens: short steps on a CPU
+        assert max(len(c.split()) for c in train["completion"]) <= 6 and spec.max_new_tokens <= 24
 
 
 # ----------------------------------------------------------------------------------------------------------------
