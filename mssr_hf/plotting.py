@@ -48,7 +48,9 @@ def render_plots(output_dir: str | Path, results: dict[str, Any]) -> list[Path]:
 
 
 def plot_comparison(results_by_strategy: dict[str, dict[str, Any]], path: str | Path) -> Path:
-    """Grouped bars: each task's score after the last stage, one bar per strategy (plus the mean over tasks).
+    """Two panels comparing strategies on one sequence: left, each earlier task's score after every stage from the
+    one it was learned on (the forgetting curves; one line style per strategy, one colour per task); right, each
+    task's score after the last stage, one bar per strategy (plus the mean over tasks).
 
     Args:
         results_by_strategy (`dict[str, dict]`): strategy name → that run's results (as for `render_plots`).
@@ -57,12 +59,42 @@ def plot_comparison(results_by_strategy: dict[str, dict[str, Any]], path: str | 
     Returns:
         `Path`: ``path``.
     """
+    figure = _comparison(results_by_strategy)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=DPI)
+    return path
+
+
+_STYLES = ("--", "-", ":", "-.")
+
+
+def _comparison(results_by_strategy: dict[str, dict[str, Any]]) -> Figure:
     groups: list[str] = []
     for results in results_by_strategy.values():
         groups += [t for t in _tasks(results) if t not in groups]
     groups.append("mean")
-    figure = Figure(figsize=(max(6.0, 1.0 + len(groups) * (0.5 + 0.35 * len(results_by_strategy))), 4.2))
-    ax = figure.add_subplot()
+    figure = Figure(figsize=(5.0 + max(5.0, 1.0 + len(groups) * (0.5 + 0.35 * len(results_by_strategy))), 4.2))
+    curves, bars_ax = figure.subplots(1, 2, width_ratios=[4, max(5, len(groups) * 1.2)])
+
+    # Left: the forgetting curves of the tasks that later stages could make the model forget.
+    stages = 0
+    for k, (strategy, results) in enumerate(results_by_strategy.items()):
+        tasks, matrix = _tasks(results), _matrix(results)
+        stages = max(stages, len(matrix))
+        for i, task in enumerate(tasks[: max(0, len(matrix) - 1)]):
+            x = np.arange(i, len(matrix))
+            curves.plot(x, matrix[i:, i], marker="o", ls=_STYLES[k % len(_STYLES)], color=f"C{groups.index(task)}",
+                        label=f"{task} ({strategy})")  # fmt: skip
+    curves.set_xticks(range(stages), [f"after {t}" for t in range(stages)])
+    curves.set_ylim(0, 1.05)
+    curves.set_ylabel("score")
+    curves.set_title("Earlier tasks across stages", fontsize=10)
+    curves.grid(alpha=0.3)
+    if curves.get_legend_handles_labels()[0]:
+        curves.legend(fontsize=7, loc="lower left")
+
+    # Right: every task after the last stage.
     width = 0.8 / max(1, len(results_by_strategy))
     x = np.arange(len(groups))
     top = 1.0
@@ -74,21 +106,19 @@ def plot_comparison(results_by_strategy: dict[str, dict[str, Any]], path: str | 
         final["mean"] = float(np.mean(seen)) if seen else math.nan
         heights = np.array([final.get(g, math.nan) for g in groups], dtype=float)
         positions = x - 0.4 + width * (k + 0.5)
-        bars = ax.bar(positions, np.nan_to_num(heights), width * 0.95, label=strategy, color=f"C{k}")
-        ax.bar_label(bars, labels=[f"{h:.2f}" if math.isfinite(h) else "–" for h in heights], fontsize=7, padding=1)
+        bars = bars_ax.bar(positions, np.nan_to_num(heights), width * 0.95, label=strategy, color=f"C{k}")
+        bars_ax.bar_label(bars, labels=[f"{h:.2f}" if math.isfinite(h) else "–" for h in heights], fontsize=7,
+                          padding=1)  # fmt: skip
         top = max(top, float(np.nanmax(heights, initial=0.0)))
-    ax.set_xticks(x, groups)
-    ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel("score after the last stage")
-    ax.set_title("Final scores per task, by replay strategy")
-    ax.axvline(len(groups) - 1.5, color="0.7", lw=0.8)  # separates the mean from the tasks
-    ax.legend(fontsize=8, loc="upper left", ncols=min(4, max(1, len(results_by_strategy))))
-    ax.grid(axis="y", alpha=0.3)
+    bars_ax.set_xticks(x, groups)
+    bars_ax.set_ylim(0, top * 1.15)
+    bars_ax.set_ylabel("score after the last stage")
+    bars_ax.set_title("Final scores per task, by replay strategy", fontsize=10)
+    bars_ax.axvline(len(groups) - 1.5, color="0.7", lw=0.8)  # separates the mean from the tasks
+    bars_ax.legend(fontsize=8, loc="upper left", ncols=min(4, max(1, len(results_by_strategy))))
+    bars_ax.grid(axis="y", alpha=0.3)
     figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI)
-    return path
+    return figure
 
 
 # ------------------------------------------------------------------ the three run plots

@@ -113,3 +113,22 @@ def test_plot_comparison(tmp_path):
     assert path == tmp_path / "demo" / "comparison.png"
     assert_png_not_blank(path)
     assert_png_not_blank(plot_comparison({"solo": {"tasks": ["a"], "matrix": []}}, tmp_path / "one.png"))
+
+
+def test_comparison_draws_the_forgetting_curves_and_final_scores():
+    """Left panel: one line per (earlier task, strategy) through that task's column from the stage it was learned;
+    right panel: the last row as bars, the mean of the seen scores last."""
+    from mssr_hf.plotting import _comparison
+
+    mssr = three_stage_results()
+    none = three_stage_results()
+    none.update(strategy="none", matrix=[[0.6, NAN, NAN], [0.3, 0.45, NAN], [0.2, 0.25, 0.5]])
+    curves, bars = _comparison({"none": none, "mssr_full": mssr}).axes
+    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in curves.get_lines()}
+    # The last task (math) has no later stage to forget it in: no curve.
+    assert lines == {
+        "alpaca (none)": ([0, 1, 2], [0.6, 0.3, 0.2]), "gsm8k (none)": ([1, 2], [0.45, 0.25]),
+        "alpaca (mssr_full)": ([0, 1, 2], [0.61, 0.52, 0.49]), "gsm8k (mssr_full)": ([1, 2], [0.44, 0.40]),
+    }  # fmt: skip
+    heights = [round(patch.get_height(), 4) for patch in bars.patches]
+    assert heights == [0.2, 0.25, 0.5, round((0.2 + 0.25 + 0.5) / 3, 4), 0.49, 0.40, 0.23, round(1.12 / 3, 4)]
