@@ -34,6 +34,7 @@ Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`
     .venv/bin/python bench/retention.py --tier S --dev                # the development sequence
     .venv/bin/python bench/retention.py --config my_sequence.yaml     # any sequence (keys: see TIERS)
     .venv/bin/python bench/retention.py --tier S --dev --set replay_zeta=0.5   # a development experiment
+    .venv/bin/python bench/retention.py --tier S --variant mssr_full_z0=mssr_full,replay_zeta=0   # an extra row
 
 Each run writes ``bench/results/retention/<name>/runs/<variant>-seed<k>.json`` (a finished run is not repeated:
 delete its file to redo it); the summary goes to ``summary.json``, ``summary.md`` and ``retention.png`` next to
@@ -105,6 +106,23 @@ def variants(ablation: str | None, strategies: list[str]) -> list[tuple[str, str
         return out
     field, values = ABLATIONS[ablation]
     return [(f"mssr_full-{ablation}={v}", "mssr_full", {field: v}) for v in values]
+
+
+def parse_variant(text: str) -> tuple[str, str, dict[str, Any]]:
+    """``NAME=STRATEGY,FIELD=VALUE,...`` -> (name, strategy, overrides); values are read as YAML scalars."""
+    import yaml
+
+    name, sep, rest = text.partition("=")
+    strategy, *settings = rest.split(",")
+    if not sep or not name or strategy not in STRATEGIES:
+        raise SystemExit(f"--variant {text}: expected NAME=STRATEGY[,FIELD=VALUE...] with STRATEGY in {STRATEGIES}")
+    overrides = {}
+    for item in settings:
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--variant {text}: {item!r} is not FIELD=VALUE")
+        overrides[field] = yaml.safe_load(value)
+    return name, strategy, overrides
 
 
 def build_model(tier: dict[str, Any], tasks, seed: int, workdir: Path):
@@ -490,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".retention_work")
     p.add_argument("--summary-only", action="store_true", help="re-render the summary from the saved runs")
     p.add_argument(
+        "--variant", nargs="+", default=[], metavar="NAME=STRATEGY[,FIELD=VALUE...]",
+        help="extra rows, e.g. mssr_full_nocap=mssr_full,replay_staleness_cap=0",
+    )  # fmt: skip
+    p.add_argument(
         "--set", nargs="+", default=[], metavar="FIELD=VALUE",
         help="MSSRConfig settings for every variant (e.g. replay_zeta=0.5); they are added to the run's name",
     )  # fmt: skip
@@ -519,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = get_sequence(tier["tasks"])
     out = a.out / name
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    plan = variants(a.ablation, a.strategies)
+    plan = variants(a.ablation, a.strategies) + [parse_variant(text) for text in a.variant]
     if "er_budget" in [v for v, _, _ in plan] and "mssr_full" in [v for v, _, _ in plan]:
         plan.sort(key=lambda v: v[0] == "er_budget")  # er_budget needs mssr_full's replay count of the same seed
 

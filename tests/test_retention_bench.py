@@ -27,6 +27,19 @@ def test_spearman_by_hand():
     assert math.isnan(bench.spearman([1, 1, 1], [1, 2, 3]))
 
 
+def test_parse_variant():
+    bench = load_bench()
+    assert bench.parse_variant("nocap=mssr_full,replay_staleness_cap=0,replay_zeta=0.5") == (
+        "nocap",
+        "mssr_full",
+        {"replay_staleness_cap": 0, "replay_zeta": 0.5},
+    )
+    assert bench.parse_variant("plain=fixed") == ("plain", "fixed", {})
+    for bad in ("nocap", "x=sometimes", "x=fixed,replay_zeta"):
+        with pytest.raises(SystemExit, match="--variant"):
+            bench.parse_variant(bad)
+
+
 @pytest.mark.slow
 def test_harness_runs_a_sequence_end_to_end(tmp_path):
     """Two synthetic tasks, a few steps: every variant gets a record, er_budget replays what mssr_full replayed,
@@ -39,11 +52,15 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
     )
     out, work = tmp_path / "out", tmp_path / "work"
     strategies = ["none", "fixed", "mssr_full", "er", "er_budget"]
-    argv = ["--config", str(config), "--strategies", *strategies, "--out", str(out), "--workdir", str(work)]
+    argv = ["--config", str(config), "--strategies", *strategies, "--out", str(out), "--workdir", str(work),
+            "--variant", "er_zeta0=mssr_spl,replay_first_interval=1,replay_zeta=0"]  # fmt: skip
     assert bench.main(argv) == 0
 
     records = {p.stem: json.loads(p.read_text()) for p in (out / "tiny" / "runs").glob("*.json")}
-    assert sorted(records) == sorted(f"{s}-seed0" for s in strategies)
+    assert sorted(records) == sorted(f"{s}-seed0" for s in [*strategies, "er_zeta0"])
+    # The extra row: every step replays, with its settings applied.
+    assert records["er_zeta0-seed0"]["strategy"] == "mssr_spl" and records["er_zeta0-seed0"]["replayed_samples"] == 16
+    assert records["er_zeta0-seed0"]["settings"]["replay_first_interval"] == 1
     for record in records.values():
         assert len(record["matrix"]) == 2 and record["matrix"][0][1] is None
         assert record["replayed_samples"] == pytest.approx(record["replay_share"] * 8 * 8)  # stage 2: 8 steps x 8
