@@ -175,7 +175,7 @@ class ExposureLog:
         self.bounds = torch.tensor(task_bounds, dtype=torch.int64)
         self.stage_steps = stage_steps
         self.learned_loss = torch.zeros(0, dtype=torch.float64)  # per id: loss at the end of its task's stage
-        self.rows: list[Any] = []  # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage)
+        self.rows: list[Any] = []  # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage, loss)
         self.stages_done = 0
         self.seconds = 0.0
 
@@ -213,7 +213,7 @@ class ExposureLog:
                 -memory.log_strength(r, step), (step - memory.last_review[r]).double(), memory.ema_loss[r],
                 memory.stability[r], losses[replay] - learned[replay],
                 torch.bucketize(r, self.bounds, right=True).double(),
-                torch.full((r.numel(),), float(stage), dtype=torch.float64),
+                torch.full((r.numel(),), float(stage), dtype=torch.float64), losses[replay],
             ], dim=1))  # fmt: skip
 
     def callback(self):
@@ -275,6 +275,7 @@ class ExposureLog:
             "spearman_elapsed": spearman(rows[:, 1], rise),
             "spearman_ema_loss": spearman(rows[:, 2], rise),
             "spearman_task_age": spearman(rows[:, 6] - rows[:, 5], rise),
+            "spearman_forgetting_loss": spearman(rows[:, 0], rows[:, 7]),  # against the loss itself
             "top20_rise": float(rise[top].mean()),
         }
 
@@ -378,7 +379,8 @@ def summarize(records: list[dict[str, Any]], order: list[str]) -> dict[str, Any]
             row[key] = mean_std([r.get(key) for r in runs])
         calibrations = [r["calibration"] for r in runs if r.get("calibration")]
         if calibrations:
-            row["calibration"] = {k: mean_std([c[k] for c in calibrations]) for k in calibrations[0]}
+            keys = [k for k in calibrations[0] if all(k in c for c in calibrations)]
+            row["calibration"] = {k: mean_std([c[k] for c in calibrations]) for k in keys}
         if ref_train:
             row["train_time_vs_fixed"] = row["train_seconds"][0] / ref_train
             row["extra_time_vs_fixed_train"] = row["extra_seconds"][0] / ref_train
@@ -426,17 +428,20 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             "", "Calibration of the memory model on replayed samples (see `ExposureLog`): Spearman correlation of "
             "each predictor with the observed loss rise since the sample's task was learned (its loss when that "
             "stage ended); `top 20%`: mean rise of the fifth the memory rates most forgotten (highest -log m), "
-            "against the mean rise. Only uniform selections (`fixed`, `loss`, `accuracy`, `mssr_sch`, `er`, "
+            "against the mean rise; the last column correlates -log m with the replayed sample's loss itself (high: "
+            "forgotten or never learned). Only uniform selections (`fixed`, `loss`, `accuracy`, `mssr_sch`, `er`, "
             "`er_budget`) sample the bank without bias.", "",
             "| strategy | replays seen | mean rise | risen | rho(-log m) | rho(elapsed) | rho(EMA loss) | "
-            "rho(task age) | top 20% rise |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "rho(task age) | top 20% rise | rho(-log m, loss now) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]  # fmt: skip
+        nan = (math.nan, math.nan)
         for variant, c in calibrated.items():
             lines.append(
                 f"| `{variant}` | {c['exposures'][0]:.0f} | {_pm(c['mean_rise'], 2)} | {c['share_risen'][0]:.0%} | "
                 f"{_pm(c['spearman_forgetting'], 2)} | {_pm(c['spearman_elapsed'], 2)} | "
-                f"{_pm(c['spearman_ema_loss'], 2)} | {_pm(c['spearman_task_age'], 2)} | {_pm(c['top20_rise'], 2)} |"
+                f"{_pm(c['spearman_ema_loss'], 2)} | {_pm(c['spearman_task_age'], 2)} | {_pm(c['top20_rise'], 2)} | "
+                f"{_pm(c.get('spearman_forgetting_loss', nan), 2)} |"
             )
     return "\n".join(lines) + "\n"
 
