@@ -26,7 +26,8 @@ Every run also records how well the memory model predicts forgetting (:class:`Ex
 memory's ``-log m`` against the sample's loss rise since its task was learned.
 
 Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`` (0.05, 0.1, 0.2, 0.3),
-``buffer`` (512, 1024, 2048, 4096), ``interval`` (expanding, fixed, geometric, ebbinghaus).
+``buffer`` (512, 1024, 2048, 4096), ``interval`` (expanding, fixed, geometric, ebbinghaus, and the memory-strength
+``threshold`` trigger of App. B).
 
     .venv/bin/python bench/retention.py --tier S                      # 8 strategies x 3 seeds, ~25 min
     .venv/bin/python bench/retention.py --tier S --ablation lambda0   # one ablation, 3 seeds
@@ -64,7 +65,7 @@ EXTRA = ("er", "er_budget", "er_mssr")
 ABLATIONS: dict[str, tuple[str, list]] = {
     "lambda0": ("replay_lambda0", [0.05, 0.1, 0.2, 0.3]),
     "buffer": ("replay_buffer_size", [512, 1024, 2048, 4096]),
-    "interval": ("replay_interval_pattern", ["expanding", "fixed", "geometric", "ebbinghaus"]),
+    "interval": ("replay_interval_pattern", ["expanding", "fixed", "geometric", "ebbinghaus", "threshold"]),
 }
 METRICS = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
 
