@@ -47,6 +47,21 @@ def test_paper_configs_carry_the_papers_hyperparameters():
             assert f"{seq}_{model}.yaml" in names
 
 
+def test_smollm2_cpu_config_trains_as_the_demo_does(tmp_path):
+    """`mssr-hf train examples/configs/cpu_smollm2_demo3.yaml` is the demo's mssr_full run, from the command line."""
+    from mssr_hf.demo import SEQUENCE, demo_settings, demo_sizes
+
+    path = ROOT / "examples" / "configs" / "cpu_smollm2_demo3.yaml"
+    runner_args, args, model_args = parse_train_args([str(path), "--output_dir", str(tmp_path)])
+    not_training = {"disable_tqdm", "report_to", "save_strategy", "save_steps", "save_total_limit", "logging_steps"}
+    for key, value in demo_settings(quick=False).items():
+        if key not in not_training:
+            assert getattr(args, key) == value, key
+    assert {k: getattr(runner_args, k) for k in demo_sizes(quick=False)} == demo_sizes(quick=False)
+    assert runner_args.tasks == [SEQUENCE] and model_args.model_name_or_path == "smollm2"
+    assert (model_args.lora_r, model_args.lora_alpha, model_args.lora_target_modules) == (8, 16, ["q_proj", "v_proj"])
+
+
 @pytest.mark.parametrize("path", ACCELERATE, ids=lambda p: p.name)
 def test_accelerate_configs_are_valid_yaml(path):
     raw = yaml.safe_load(path.read_text())
