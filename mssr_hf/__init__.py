@@ -1,7 +1,7 @@
 """mssr_hf: memory-aware adaptive replay (MSSR) for continual LLM fine-tuning on the Hugging Face stack."""
 
 from .memory import SampleMemory
-from .mssr_config import MSSRConfig
+from .mssr_config import MSSRConfig, scaled_replay_settings
 from .mssr_trainer import MSSRTrainer
 from .scheduler import (
     STRATEGY_NAMES,
@@ -36,4 +36,5 @@ __all__ = [
     "interval_steps",
     "replay_ratio",
     "replay_times",
+    "scaled_replay_settings",
 ]

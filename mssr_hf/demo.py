@@ -8,7 +8,7 @@ accuracy matrices side by side, and a Markdown report with the plots.
 
 The replay settings are the paper's, with its step counts (first replay interval, buffer refresh, staleness cap;
 set for 2000 steps per stage) scaled to the demo's 30-step stages by
-:func:`~mssr_hf.mssr_config.scaled_replay_settings`, as DESIGN.md section 4 prescribes.
+:func:`~mssr_hf.mssr_config.scaled_replay_settings`.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ PAPER_STAGE_STEPS = 2000  # the stage length the paper's replay intervals were s
 
 def scaled_replay_settings(steps: int) -> dict[str, int]:
     """The paper's step-count settings (Tables `tab:replay_hparams`, `tab:replay_impl_params`), scaled from 2000
-    optimizer steps per stage to ``steps`` (DESIGN.md section 4), for short stages (CPU runs, demos, benchmarks):
+    optimizer steps per stage to ``steps``, for short stages (CPU runs, demos, benchmarks):
 
     ``replay_first_interval`` and ``replay_fixed_interval`` (100), ``replay_refresh_interval`` and
     ``replay_probe_interval`` (50), ``replay_eval_interval`` (100) and ``replay_staleness_cap`` (500). Every interval

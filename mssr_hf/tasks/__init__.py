@@ -28,7 +28,7 @@ SEQUENCES: dict[str, list[str]] = {
     # LoRA learns in part within 30 steps each; without replay it forgets the first (word-list reversal: 0.44 after
     # its stage, 0.04 after the third, bench/results/retention).
     "demo_3": ["rg_word_reversal", "rg_addition", "rg_syllogism"],
-    # Offline, longer: the demo's skills, then word sorting and GSM8K-style worked solutions.
+    # Offline, longer: five reasoning-gym skills, the last with GSM8K-style worked solutions.
     "offline_5": ["rg_spell_backward", "rg_basic_arithmetic", "rg_letter_counting", "rg_word_sorting",
                   "rg_gsm_symbolic"],
 }
