@@ -568,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"train {record['train_seconds']:.0f} s", flush=True)  # fmt: skip
 
     records = [json.loads(f.read_text()) for f in sorted((out / "runs").glob("*.json"))]
+    # The command that trains these runs: a re-render (--summary-only) names it, not itself.
+    run_args = [arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--summary-only"]
     if not records:
         print(f"no runs in {out / 'runs'}", file=sys.stderr)
         return 1
@@ -576,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         "name": name, "tasks": [t.name for t in tasks], "model": tier["model"], "steps": tier["steps"],
         "batch_size": tier["batch_size"], "learning_rate": tier["learning_rate"], "eval_size": tier["eval_size"],
         "seeds": sorted({r["seed"] for r in records}), "machine": machine(),
-        "command": ".venv/bin/python bench/retention.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "command": ".venv/bin/python bench/retention.py " + shlex.join(run_args),
     }  # fmt: skip
     (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
     (out / "summary.md").write_text(markdown(summary, meta))
