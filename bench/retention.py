@@ -404,17 +404,17 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Tasks (in training order): {', '.join(tasks)}. Model: {meta['model']}. {meta['steps']} steps per stage, "
         f"batch {meta['batch_size']}, lr {meta['learning_rate']}; seeds {meta['seeds']}; {meta['eval_size']} "
         f"evaluation examples per task. Machine: {meta['machine']}.", "",
-        "Scores are exact match (0-1), mean ± std over seeds. Forgetting: lower is better. Replay share: replayed "
-        "samples / samples trained in the stages that can replay (all but the first). Train time: wall time of "
-        "`trainer.train()` over all stages, which includes the probe forwards and evaluations of `loss` and "
+        "Scores are exact match (0-1), mean ± std over the row's seeds. Forgetting: lower is better. Replay share: "
+        "replayed samples / samples trained in the stages that can replay (all but the first). Train time: wall time "
+        "of `trainer.train()` over all stages, which includes the probe forwards and evaluations of `loss` and "
         "`accuracy`; extra: that probe/evaluation time alone; both relative to `fixed`'s train time.", "",
-        "| strategy | final avg | forgetting | BWT | norm. score | replayed | replay share | train time | vs fixed "
-        "| extra vs fixed |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| strategy | seeds | final avg | forgetting | BWT | norm. score | replayed | replay share | train time "
+        "| vs fixed | extra vs fixed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     for variant, row in summary.items():
         lines.append(
-            f"| `{variant}` | {_pm(row['final_average'])} | {_pm(row['average_forgetting'])} | "
+            f"| `{variant}` | {len(row['seeds'])} | {_pm(row['final_average'])} | {_pm(row['average_forgetting'])} | "
             f"{_pm(row['backward_transfer'])} | {_pm(row['normalized_score'])} | {row['replayed_samples'][0]:.0f} | "
             f"{row['replay_share'][0]:.1%} | {row['train_seconds'][0]:.0f} s | "
             f"{row.get('train_time_vs_fixed', math.nan):.2f} | {row.get('extra_time_vs_fixed_train', math.nan):.2f} |"
