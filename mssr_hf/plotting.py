@@ -92,7 +92,7 @@ def _comparison(results_by_strategy: dict[str, dict[str, Any]]) -> Figure:
     curves.set_title("Earlier tasks across stages", fontsize=10)
     curves.grid(alpha=0.3)
     if curves.get_legend_handles_labels()[0]:
-        curves.legend(fontsize=7, loc="lower left")
+        curves.legend(fontsize=7, loc="lower left", handlelength=3.5)  # long enough to show the line style
 
     # Right: every task after the last stage.
     width = 0.8 / max(1, len(results_by_strategy))

@@ -32,3 +32,41 @@ def test_readme_names_the_two_setup_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
     assert "bash scripts/demo.sh" in readme and "bash scripts/test.sh" in readme
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_python_blocks_compile_and_import_real_names():
+    """The quickstart is code a user pastes: it must parse, and every name it imports from mssr_hf must exist."""
+    import ast
+    import importlib
+    import re
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        tree = ast.parse(block)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module.startswith("mssr_hf"):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
+    quickstart = blocks[0].splitlines()
+    assert len([line for line in quickstart if line.strip()]) <= 20  # a 20-line quickstart
+
+
+def test_benchmarks_recommended_settings_are_valid_configs(tmp_path):
+    """BENCHMARKS.md's recommended settings are real MSSRConfig fields and pass its validation."""
+    import re
+
+    from mssr_hf import MSSRConfig
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    calls = [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if "MSSRConfig(" in line]
+    assert len(calls) >= 2
+    prefix = f"MSSRConfig(output_dir={str(tmp_path)!r}, use_cpu=True, "
+    for call in calls:
+        config = eval(call.replace("MSSRConfig(", prefix, 1), {"MSSRConfig": MSSRConfig})
+        assert isinstance(config, MSSRConfig)
+    # The result folders it cites exist.
+    for folder in re.findall(r"bench/results/retention/[\w.+=*-]+", text):
+        assert list(ROOT.glob(folder)), folder
