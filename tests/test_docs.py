@@ -1,10 +1,16 @@
 """README.md stays in step with the code."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python_blocks(text: str) -> list[str]:
+    """The bodies of a Markdown text's ```python fences."""
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
 def test_config_reference_in_readme_is_current():
@@ -38,9 +44,8 @@ def test_readme_python_blocks_compile_and_import_real_names():
     """The quickstart is code a user pastes: it must parse, and every name it imports from mssr_hf must exist."""
     import ast
     import importlib
-    import re
 
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    blocks = _python_blocks((ROOT / "README.md").read_text())
     assert len(blocks) >= 2
     for block in blocks:
         tree = ast.parse(block)
@@ -55,13 +60,11 @@ def test_readme_python_blocks_compile_and_import_real_names():
 
 def test_benchmarks_recommended_settings_are_valid_configs(tmp_path):
     """BENCHMARKS.md's recommended settings are real MSSRConfig fields and pass its validation."""
-    import re
-
     from mssr_hf import MSSRConfig
 
     text = (ROOT / "BENCHMARKS.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    calls = [line.split("#")[0].strip() for block in blocks for line in block.splitlines() if "MSSRConfig(" in line]
+    lines = [line for block in _python_blocks(text) for line in block.splitlines()]
+    calls = [line.split("#")[0].strip() for line in lines if "MSSRConfig(" in line]
     assert len(calls) >= 2
     prefix = f"MSSRConfig(output_dir={str(tmp_path)!r}, use_cpu=True, "
     for call in calls:
