@@ -176,7 +176,8 @@ class ExposureLog:
         self.bounds = torch.tensor(task_bounds, dtype=torch.int64)
         self.stage_steps = stage_steps
         self.learned_loss = torch.zeros(0, dtype=torch.float64)  # per id: loss at the end of its task's stage
-        self.rows: list[Any] = []  # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage, loss)
+        # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage, loss, predicted rise)
+        self.rows: list[Any] = []
         self.stages_done = 0
         self.seconds = 0.0
 
@@ -215,6 +216,7 @@ class ExposureLog:
                 memory.stability[r], losses[replay] - learned[replay],
                 torch.bucketize(r, self.bounds, right=True).double(),
                 torch.full((r.numel(),), float(stage), dtype=torch.float64), losses[replay],
+                memory.predicted_rise(r, step),
             ], dim=1))  # fmt: skip
 
     def callback(self):
@@ -277,6 +279,7 @@ class ExposureLog:
             "spearman_ema_loss": spearman(rows[:, 2], rise),
             "spearman_task_age": spearman(rows[:, 6] - rows[:, 5], rise),
             "spearman_forgetting_loss": spearman(rows[:, 0], rows[:, 7]),  # against the loss itself
+            "spearman_predicted": spearman(rows[:, 8], rise),  # the fitted forgetting model's prediction
             "top20_rise": float(rise[top].mean()),
         }
 
@@ -433,8 +436,8 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             "forgotten or never learned). Only uniform selections (`fixed`, `loss`, `accuracy`, `mssr_sch`, `er`, "
             "`er_budget`) sample the bank without bias.", "",
             "| strategy | replays seen | mean rise | risen | rho(-log m) | rho(elapsed) | rho(EMA loss) | "
-            "rho(task age) | top 20% rise | rho(-log m, loss now) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "rho(task age) | top 20% rise | rho(-log m, loss now) | rho(fitted model) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]  # fmt: skip
         nan = (math.nan, math.nan)
         for variant, c in calibrated.items():
@@ -442,7 +445,7 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                 f"| `{variant}` | {c['exposures'][0]:.0f} | {_pm(c['mean_rise'], 2)} | {c['share_risen'][0]:.0%} | "
                 f"{_pm(c['spearman_forgetting'], 2)} | {_pm(c['spearman_elapsed'], 2)} | "
                 f"{_pm(c['spearman_ema_loss'], 2)} | {_pm(c['spearman_task_age'], 2)} | {_pm(c['top20_rise'], 2)} | "
-                f"{_pm(c.get('spearman_forgetting_loss', nan), 2)} |"
+                f"{_pm(c.get('spearman_forgetting_loss', nan), 2)} | {_pm(c.get('spearman_predicted', nan), 2)} |"
             )
     return "\n".join(lines) + "\n"
 

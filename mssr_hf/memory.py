@@ -3,9 +3,12 @@
 Every equation is a small pure function of tensors; :class:`SampleMemory` holds the per-sample state and calls
 them. Equations are cited by their ``\\label{}`` in ``paper/mssr-paper.tex``.
 
-Time is the global optimizer step. Retention is stored lazily (App. A, "Lazy update"): each sample keeps an
-anchor ``(anchor_step, log m_anchor)`` and its current hazard ``h``; ``m(t) = exp(log m_anchor - h (t - anchor))``.
-Everything is kept in log space, so no output overflows or underflows however long a sample goes unreviewed.
+Time: every method takes the global optimizer step; the equations run on *memory time*, a piecewise-linear map of
+the step (:func:`memory_time`) whose slope, optimizer steps per memory time unit, is set by :meth:`SampleMemory.
+set_time_unit` (the paper's main text counts steps; its Algorithm 1 counts epochs). Retention is stored lazily (App.
+A, "Lazy update"): each sample keeps an anchor ``(anchor_step, log m_anchor)`` and its current hazard ``h``; ``m(t)
+= exp(log m_anchor - h (t - anchor))``. Everything is kept in log space, so no output overflows or underflows
+however long a sample goes unreviewed.
 
 This module imports torch and numpy only: tensors in, tensors out.
 """
@@ -21,11 +24,13 @@ import numpy as np
 import torch
 
 PHI_CHOICES = ("sigmoid", "identity", "power", "log")
+WEIGHTINGS = ("power", "gain", "calibrated")
 
 # Hyperparameters recorded in ``state_dict`` and checked on load.
 _HPARAM_NAMES = (
     "alpha", "gamma_d", "phi", "phi_k", "phi_c", "phi_p", "phi_kappa", "ema_beta", "quantiles", "eta_s", "beta_s",
-    "rho", "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "weighting", "beta_m",
+    "rho", "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "weighting", "beta_m", "calibration_decay",
+    "calibration_prior",
 )  # fmt: skip
 
 
@@ -178,6 +183,16 @@ def gain_log_weights(log_m: torch.Tensor, elapsed: torch.Tensor, beta_m: float, 
     return torch.xlogy(torch.tensor(beta_m, dtype=log_m.dtype), -torch.expm1(log_m)) + rho * elapsed
 
 
+def calibrated_log_weights(predicted_rise: torch.Tensor, zeta: float) -> torch.Tensor:
+    r"""Unnormalised log replay weights from predicted loss rises (beyond the paper):
+    $\log w_i = \zeta\, \hat r_i / \sigma_{\hat r}$, with $\sigma_{\hat r}$ the standard deviation of the
+    candidates' predictions, so that $\zeta$ is unit-free ($\zeta = 0$: uniform; large $\zeta$: the largest
+    predicted rises first)."""
+    if predicted_rise.numel() < 2:
+        return torch.zeros_like(predicted_rise)
+    return zeta * predicted_rise / predicted_rise.std().clamp(min=1e-8)
+
+
 def normalize_log_weights(log_w: torch.Tensor) -> torch.Tensor:
     r"""$p_i = w_i / \sum_j w_j$ from log-weights (``eq:prob_weight``), via softmax: finite for any input.
 
@@ -188,6 +203,144 @@ def normalize_log_weights(log_w: torch.Tensor) -> torch.Tensor:
     if not torch.isfinite(log_w).any():
         return torch.full_like(log_w, 1.0 / log_w.numel())
     return torch.softmax(log_w, dim=0)
+
+
+def memory_time(steps: torch.Tensor, segments: Sequence[Sequence[float]]) -> torch.Tensor:
+    r"""Memory time of optimizer steps: the piecewise-linear clock $T(s) = T_k + (s - s_k) / u_k$ of the segment
+    $k$ with the largest start $s_k \le s$ (the first segment also covers earlier steps).
+
+    Args:
+        steps (`torch.Tensor`): optimizer steps, shape ``(n,)`` (any numeric dtype).
+        segments (`Sequence[tuple[int, float, float]]`): ``(s_k, T_k, u_k)``: start step, memory time at that step
+            and optimizer steps per memory time unit, by increasing ``s_k``.
+
+    Returns:
+        `torch.Tensor`: float64, shape ``(n,)``.
+    """
+    steps = steps.to(torch.float64)
+    if len(segments) == 1:
+        start, time, unit = segments[0]
+        if start == 0 and time == 0 and unit == 1:
+            return steps
+        return (steps - start) / unit + time
+    starts = torch.tensor([s for s, _, _ in segments], dtype=torch.float64)
+    times = torch.tensor([t for _, t, _ in segments], dtype=torch.float64)
+    units = torch.tensor([u for _, _, u in segments], dtype=torch.float64)
+    k = (torch.bucketize(steps, starts, right=True) - 1).clamp(min=0)
+    return (steps - starts[k]) / units[k] + times[k]
+
+
+def forgetting_features(elapsed: torch.Tensor, difficulty: torch.Tensor) -> torch.Tensor:
+    r"""Features of the calibrated forgetting model: $x = [1, \log(1 + \Delta t), \hat\ell]$ with $\Delta t$ the
+    memory time since the sample's last exposure and $\hat\ell$ its normalised EMA loss.
+
+    Args:
+        elapsed (`torch.Tensor`): $\Delta t \ge 0$, shape ``(n,)``.
+        difficulty (`torch.Tensor`): $\hat\ell \in [0, 1]$, shape ``(n,)``.
+
+    Returns:
+        `torch.Tensor`: shape ``(n, 3)``, float64.
+    """
+    elapsed = elapsed.to(torch.float64).clamp(min=0.0)
+    return torch.stack([torch.ones_like(elapsed), torch.log1p(elapsed), difficulty.to(torch.float64)], dim=1)
+
+
+def ridge_solution(gram: torch.Tensor, moment: torch.Tensor, prior: torch.Tensor, strength: float) -> torch.Tensor:
+    r"""Ridge regression towards a prior, one independent fit per group:
+    $w_c = (A_c + \lambda I)^{-1} (b_c + \lambda w_0)$, with $A_c = \sum x x^\top$ and $b_c = \sum x y$ over the
+    group's (decayed) observations.
+
+    Args:
+        gram (`torch.Tensor`): $A$, shape ``(C, d, d)``. moment (`torch.Tensor`): $b$, shape ``(C, d)``.
+        prior (`torch.Tensor`): $w_0$, shape ``(d,)``. strength (`float`): $\lambda > 0$.
+
+    Returns:
+        `torch.Tensor`: $w$, shape ``(C, d)``.
+    """
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype)
+    rhs = moment + strength * prior
+    return torch.linalg.solve(gram + strength * eye, rhs.unsqueeze(-1)).squeeze(-1)
+
+
+class ForgettingModel:
+    r"""A forgetting model fitted online to observed forgetting (beyond the paper).
+
+    Every exposure of a sample seen before is an observation: its loss now minus its loss at its previous exposure
+    (the loss *rise*) after $\Delta t$ memory time units. Samples are grouped into *cohorts* (the samples added to
+    the memory together: one task of a sequence), and each cohort gets its own linear model of the rise on
+    :func:`forgetting_features`, $\hat r = w_c^\top [1, \log(1+\Delta t), \hat\ell]$, fitted by ridge regression
+    towards the prior $w_0 = [0, \text{prior}, 0]$ (before any observation, the rise grows with the log of the time
+    unseen) with exponentially decayed evidence: each update multiplies the past statistics by ``decay``, so the
+    fit follows the interference of the current task.
+
+    Args:
+        decay (`float`): weight kept by past evidence at each update, in (0, 1].
+        prior (`float`): prior slope of the rise on $\log(1 + \Delta t)$, >= 0.
+        strength (`float`, *optional*, defaults to `1.0`): ridge strength $\lambda$, in observations.
+    """
+
+    dim = 3
+
+    def __init__(self, decay: float, prior: float, strength: float = 1.0):
+        self.decay, self.prior, self.strength = float(decay), float(prior), float(strength)
+        self.gram = torch.zeros(0, self.dim, self.dim, dtype=torch.float64)  # (C, d, d)
+        self.moment = torch.zeros(0, self.dim, dtype=torch.float64)  # (C, d)
+        self.weights = torch.zeros(0, self.dim, dtype=torch.float64)  # (C, d): the current fit
+        # Running (decayed) sums for the calibration of predictions against outcomes: n, then for (x, y) pairs of
+        # (predicted rise, rise) and (-log m, rise): sum x, sum y, sum xy, sum xx, sum yy.
+        self.scores = torch.zeros(11, dtype=torch.float64)
+
+    @property
+    def prior_weights(self) -> torch.Tensor:
+        return torch.tensor([0.0, self.prior, 0.0], dtype=torch.float64)
+
+    def grow(self, cohorts: int) -> None:
+        """Track ``cohorts`` cohorts (new ones start at the prior)."""
+        extra = cohorts - self.gram.shape[0]
+        if extra > 0:
+            self.gram = torch.cat([self.gram, torch.zeros(extra, self.dim, self.dim, dtype=torch.float64)])
+            self.moment = torch.cat([self.moment, torch.zeros(extra, self.dim, dtype=torch.float64)])
+            self.weights = torch.cat([self.weights, self.prior_weights.expand(extra, self.dim)])
+
+    def predict(self, cohort: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """Predicted loss rise, shape ``(n,)``, for samples of ``cohort`` (shape ``(n,)``) with ``features``."""
+        return (self.weights[cohort] * features).sum(-1)
+
+    def update(self, cohort: torch.Tensor, features: torch.Tensor, rise: torch.Tensor, neg_log_m: torch.Tensor):
+        """Fold observed rises in (``cohort``, ``rise``, ``neg_log_m``: shape ``(n,)``; ``features``: ``(n, d)``).
+        The calibration sums see the prediction made *before* this update."""
+        predicted = self.predict(cohort, features)
+        pairs = []
+        for x in (predicted, neg_log_m):
+            pairs += [x.sum(), rise.sum(), (x * rise).sum(), (x * x).sum(), (rise * rise).sum()]
+        self.scores = self.decay * self.scores + torch.stack([torch.tensor(float(rise.numel()), dtype=torch.float64),
+                                                              *pairs])  # fmt: skip
+        self.gram *= self.decay
+        self.moment *= self.decay
+        self.gram.index_add_(0, cohort, features.unsqueeze(2) * features.unsqueeze(1))
+        self.moment.index_add_(0, cohort, features * rise.unsqueeze(1))
+        touched = torch.unique(cohort)
+        self.weights[touched] = ridge_solution(self.gram[touched], self.moment[touched], self.prior_weights,
+                                               self.strength)  # fmt: skip
+
+    def calibration(self) -> dict[str, float]:
+        """Pearson correlation of the predicted rise and of ``-log m`` with the observed rise, over the decayed
+        window of observations, and the window's size."""
+        n = float(self.scores[0])
+        out = {"calibration_observations": n}
+        for name, offset in (("calibration_r_predicted", 1), ("calibration_r_neg_log_m", 6)):
+            sx, sy, sxy, sxx, syy = (float(v) for v in self.scores[offset : offset + 5])
+            var_x, var_y = n * sxx - sx * sx, n * syy - sy * sy
+            out[name] = (n * sxy - sx * sy) / math.sqrt(var_x * var_y) if n > 1 and var_x > 0 and var_y > 0 else 0.0
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"gram": self.gram.clone(), "moment": self.moment.clone(), "scores": self.scores.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("gram", "moment", "scores"):
+            setattr(self, key, state[key].to(torch.float64).clone())
+        self.weights = ridge_solution(self.gram, self.moment, self.prior_weights, self.strength)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -223,9 +376,14 @@ class SampleMemory:
         s_init (`float`, *optional*, defaults to `1.0`): initial stability $S_{i,0}$.
         sigma_s (`float`, *optional*, defaults to `0.0`): std of the consolidation noise $\epsilon$.
         zeta (`float`, *optional*, defaults to `1.0`): prioritisation strength $\zeta$ of ``eq:prob_weight``.
-        weighting (`str`, *optional*, defaults to `"power"`): `power` ($m^{-\zeta}$) or `gain`
-            ($(1-m)^{\beta_m} e^{\rho\Delta t}$).
+        weighting (`str`, *optional*, defaults to `"power"`): `power` ($m^{-\zeta}$), `gain`
+            ($(1-m)^{\beta_m} e^{\rho\Delta t}$) or `calibrated` ($e^{\zeta \hat r / \sigma_{\hat r}}$, with $\hat r$
+            the loss rise predicted by the fitted :class:`ForgettingModel`).
         beta_m (`float`, *optional*, defaults to `1.0`): exponent $\beta_m$ of the `gain` weighting.
+        calibration_decay (`float`, *optional*, defaults to `0.99`): weight kept by the forgetting model's past
+            evidence at each exposure, in (0, 1].
+        calibration_prior (`float`, *optional*, defaults to `0.1`): the forgetting model's prior slope of the loss
+            rise on $\log(1 + \Delta t)$.
         seed (`int`, *optional*, defaults to `0`): seed of the generator behind $\epsilon$.
     """
 
@@ -253,6 +411,8 @@ class SampleMemory:
         zeta: float = 1.0,
         weighting: str = "power",
         beta_m: float = 1.0,
+        calibration_decay: float = 0.99,
+        calibration_prior: float = 0.1,
         seed: int = 0,
     ):
         self.alpha, self.gamma_d = float(alpha), float(gamma_d)
@@ -268,8 +428,10 @@ class SampleMemory:
         self.eta_s, self.beta_s, self.rho, self.gamma_s = float(eta_s), float(beta_s), float(rho), float(gamma_s)
         self.s_min, self.s_max, self.s_init, self.sigma_s = float(s_min), float(s_max), float(s_init), float(sigma_s)
         self.zeta, self.weighting, self.beta_m = float(zeta), weighting, float(beta_m)
+        self.calibration_decay, self.calibration_prior = float(calibration_decay), float(calibration_prior)
         self.seed = int(seed)
         self._check_hparams()
+        self.forgetting = ForgettingModel(self.calibration_decay, self.calibration_prior)
 
         self.generator = torch.Generator().manual_seed(self.seed)
         self.clock = 0  # the latest step any update has been made at; time never runs backwards
@@ -282,6 +444,10 @@ class SampleMemory:
         self.anchor_step = torch.zeros(0, dtype=torch.int64)
         self.log_m_anchor = torch.zeros(0, dtype=torch.float64)
         self.last_review = torch.zeros(0, dtype=torch.int64)
+        self.last_loss = torch.zeros(0, dtype=torch.float64)  # raw loss at the latest observation (if seen)
+        self.cohort = torch.zeros(0, dtype=torch.int64)  # which extend() call added the sample
+        self.num_cohorts = 0
+        self.time_segments: list[tuple[int, float, float]] = [(0, 0.0, 1.0)]  # see memory_time
         if num_samples < 0:
             raise ValueError(f"num_samples must be >= 0, got {num_samples}")
         if num_samples:
@@ -298,7 +464,7 @@ class SampleMemory:
                      "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "beta_m"):  # fmt: skip
             need(math.isfinite(getattr(self, name)), name, "must be a finite number")
         need(self.phi in PHI_CHOICES, "phi", f"choose one of {PHI_CHOICES}")
-        need(self.weighting in ("power", "gain"), "weighting", "choose 'power' (m^-zeta) or 'gain'")
+        need(self.weighting in WEIGHTINGS, "weighting", "choose 'power' (m^-zeta), 'gain' or 'calibrated'")
         need(math.isfinite(self.alpha) and self.alpha >= 0, "alpha", "must be >= 0")
         need(math.isfinite(self.gamma_d) and self.gamma_d >= 0, "gamma_d", "must be >= 0")
         need(self.phi_k > 0, "phi_k", "the sigmoid slope must be > 0")
@@ -323,6 +489,8 @@ class SampleMemory:
         need(self.sigma_s >= 0, "sigma_s", "must be >= 0")
         need(math.isfinite(self.zeta) and self.zeta >= 0, "zeta", "must be >= 0")
         need(self.beta_m >= 0, "beta_m", "must be >= 0")
+        need(0.0 < self.calibration_decay <= 1.0, "calibration_decay", "must lie in (0, 1]")
+        need(self.calibration_prior >= 0, "calibration_prior", "must be >= 0")
 
     def _ids(self, ids: Any, name: str = "ids") -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
@@ -366,8 +534,44 @@ class SampleMemory:
         self.anchor_step = torch.cat([self.anchor_step, torch.full((n,), step, dtype=torch.int64)])
         self.log_m_anchor = torch.cat([self.log_m_anchor, torch.zeros(n, **f64)])
         self.last_review = torch.cat([self.last_review, torch.full((n,), step, dtype=torch.int64)])
+        self.last_loss = torch.cat([self.last_loss, torch.zeros(n, **f64)])
+        if n:
+            self.cohort = torch.cat([self.cohort, torch.full((n,), self.num_cohorts, dtype=torch.int64)])
+            self.num_cohorts += 1
+            self.forgetting.grow(self.num_cohorts)
         self.clock = step
         return torch.arange(start, start + n)
+
+    def set_time_unit(self, unit: float, step: int) -> None:
+        """From ``step`` on, one memory time unit is ``unit`` optimizer steps (:func:`memory_time`); earlier steps keep
+        their memory times. Hazards, the consolidation's spacing and the strength threshold all run on memory time."""
+        step = self._step(step)
+        unit = float(unit)
+        if not (math.isfinite(unit) and unit > 0):
+            raise ValueError(f"the memory time unit must be a number of optimizer steps > 0, got {unit!r}")
+        start, _, current = self.time_segments[-1]
+        if unit == current:
+            return
+        if step == start:
+            self.time_segments[-1] = (start, self.time_segments[-1][1], unit)
+        else:
+            self.time_segments.append((step, float(self.time(step)), unit))
+
+    def time(self, steps: Any) -> torch.Tensor:
+        """Memory time of optimizer ``steps`` (:func:`memory_time`), float64."""
+        return memory_time(torch.as_tensor(steps), self.time_segments)
+
+    def _elapsed(self, since: torch.Tensor, step: int) -> torch.Tensor:
+        """Memory time from the steps ``since`` to ``step``."""
+        if self.time_segments == [(0, 0.0, 1.0)]:
+            return since.double().neg_().add_(step)  # one bank-sized temporary on the paper's clock
+        return self.time(step) - self.time(since)
+
+    def elapsed_since_review(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """Memory time since each sample's last review, at ``step``. Shape ``(n,)``, float64."""
+        step = self.clock if step is None else self._step(step)
+        last = self.last_review if ids is None else self.last_review[self._ids(ids)]
+        return self._elapsed(last, step)
 
     def observe(self, ids: Any, losses: Any, step: int) -> int:
         """Fold per-sample losses into the EMA (``eq:ema_app``). Non-finite losses are skipped and counted in
@@ -409,8 +613,24 @@ class SampleMemory:
         return uniq, total / count, skipped
 
     def _observe_unique(self, uniq: torch.Tensor, mean: torch.Tensor) -> None:
+        before = self.seen[uniq]
+        if bool(before.any()):  # observed forgetting since the previous exposure: the forgetting model's data
+            ids = uniq[before]
+            elapsed = self._elapsed(self.last_review[ids], self.clock)
+            features = forgetting_features(elapsed, self.normalized_loss(ids))
+            neg_log_m = -self.log_strength(ids, self.clock)
+            self.forgetting.update(self.cohort[ids], features, mean[before] - self.last_loss[ids], neg_log_m)
+        self.last_loss[uniq] = mean
         self.ema_loss[uniq] = ema_loss_update(self.ema_loss[uniq], mean, self.seen[uniq], self.ema_beta)
         self.seen[uniq] = True
+
+    def predicted_rise(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """Loss rise of ``ids`` since their last exposure, at ``step``, predicted by the fitted
+        :class:`ForgettingModel`. Shape ``(n,)``, float64."""
+        step = self.clock if step is None else self._step(step)
+        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
+        features = forgetting_features(self._elapsed(self.last_review[ids], step), self.normalized_loss(ids))
+        return self.forgetting.predict(self.cohort[ids], features)
 
     def normalized_loss(self, ids: torch.Tensor | None = None) -> torch.Tensor:
         """$\\hat\\ell$ for ``ids`` (all samples if ``None``) with the quantiles of the latest :meth:`update_hazard`;
@@ -434,12 +654,12 @@ class SampleMemory:
 
     def _review_unique(self, ids: torch.Tensor, step: int) -> None:
         anchor, last = self.anchor_step[ids], self.last_review[ids]
-        log_m = decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - anchor).double())
+        log_m = decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], self._elapsed(anchor, step))
         noise = None
         if self.sigma_s > 0:
             noise = torch.randn(ids.numel(), generator=self.generator, dtype=torch.float64) * self.sigma_s
         new_s = consolidated_stability(
-            self.stability[ids], torch.exp(log_m), (step - last).double(), eta_s=self.eta_s, s_max=self.s_max,
+            self.stability[ids], torch.exp(log_m), self._elapsed(last, step), eta_s=self.eta_s, s_max=self.s_max,
             beta_s=self.beta_s, rho=self.rho, gamma_s=self.gamma_s, s_min=self.s_min, noise=noise,
         )  # fmt: skip
         self.stability[ids] = new_s
@@ -457,7 +677,7 @@ class SampleMemory:
         if bool(self.seen.any()):
             self.loss_range = loss_quantiles(self.ema_loss[self.seen], *self.quantiles)
         h_new = self._hazard_of(None, self.stability)
-        elapsed = self.anchor_step.double().neg_().add_(step)  # t - t_anchor, one bank-sized temporary
+        elapsed = self._elapsed(self.anchor_step, step)  # t - t_anchor
         self.log_m_anchor = decayed_log_strength(self.log_m_anchor, h_new, elapsed)
         self.anchor_step.fill_(step)
         self.hazard = h_new
@@ -469,9 +689,10 @@ class SampleMemory:
         """$\\log m$ of ``ids`` (all samples if ``None``) at ``step`` (the latest update step if ``None``)."""
         step = self.clock if step is None else self._step(step)
         if ids is None:  # the whole bank: no index copies
-            return decayed_log_strength(self.log_m_anchor, self.hazard, (step - self.anchor_step).double())
+            return decayed_log_strength(self.log_m_anchor, self.hazard, self._elapsed(self.anchor_step, step))
         ids = self._ids(ids)
-        return decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], (step - self.anchor_step[ids]).double())
+        elapsed = self._elapsed(self.anchor_step[ids], step)
+        return decayed_log_strength(self.log_m_anchor[ids], self.hazard[ids], elapsed)
 
     def strength(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
         """Memory strength $m \\in (0, 1]$ of ``ids`` at ``step``, lazily (App. A). Shape ``(n,)``, float64."""
@@ -482,11 +703,12 @@ class SampleMemory:
         `gain` form. Shape ``(n,)``; use with Gumbel-top-k for sampling without replacement."""
         step = self.clock if step is None else self._step(step)
         ids = None if ids is None else self._ids(ids)
+        if self.weighting == "calibrated":
+            return calibrated_log_weights(self.predicted_rise(ids, step), self.zeta)
         log_m = self.log_strength(ids, step)
         if self.weighting == "power":
             return power_log_weights(log_m, self.zeta)
-        last = self.last_review if ids is None else self.last_review[ids]
-        return gain_log_weights(log_m, (step - last).double(), self.beta_m, self.rho)
+        return gain_log_weights(log_m, self.elapsed_since_review(ids, step), self.beta_m, self.rho)
 
     def replay_weights(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
         """Replay probabilities $p_i$ over ``ids`` at ``step`` (``eq:prob_weight``): non-negative, summing to 1,
@@ -523,6 +745,11 @@ class SampleMemory:
             "anchor_step": self.anchor_step.clone(),
             "log_m_anchor": self.log_m_anchor.clone(),
             "last_review": self.last_review.clone(),
+            "last_loss": self.last_loss.clone(),
+            "cohort": self.cohort.clone(),
+            "num_cohorts": self.num_cohorts,
+            "time_segments": [list(segment) for segment in self.time_segments],
+            **{f"forgetting_{k}": v for k, v in self.forgetting.state_dict().items()},
             "rng_state": self.generator.get_state(),
             "clock": self.clock,
             "skipped_losses": self.skipped_losses,
@@ -558,3 +785,12 @@ class SampleMemory:
         self.skipped_losses = int(state["skipped_losses"])
         self.loss_range = None if state["loss_range"] is None else tuple(float(v) for v in state["loss_range"])
         self.seed = int(state["seed"])
+        # States written before the forgetting model and the time unit existed: paper clock, no observations yet.
+        self.last_loss = state.get("last_loss", self.ema_loss).to(torch.float64).clone()
+        self.cohort = state.get("cohort", torch.zeros(n, dtype=torch.int64)).to(torch.int64).clone()
+        self.num_cohorts = int(state.get("num_cohorts", 1 if n else 0))
+        self.time_segments = [(int(s), float(t), float(u)) for s, t, u in state.get("time_segments", [(0, 0.0, 1.0)])]
+        self.forgetting = ForgettingModel(self.calibration_decay, self.calibration_prior)
+        self.forgetting.grow(self.num_cohorts)
+        if "forgetting_gram" in state:
+            self.forgetting.load_state_dict({k: state[f"forgetting_{k}"] for k in ("gram", "moment", "scores")})

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from trl import SFTConfig
 
-from .memory import PHI_CHOICES
+from .memory import PHI_CHOICES, WEIGHTINGS
 from .scheduler import INTERVAL_PATTERNS, STRATEGY_NAMES
 
 
@@ -47,6 +47,14 @@ class MSSRConfig(SFTConfig):
         memory_s_max (`float`, *optional*, defaults to `10.0`): upper stability clip S_max.
         memory_s_init (`float`, *optional*, defaults to `1.0`): initial stability S_0.
         memory_sigma_s (`float`, *optional*, defaults to `0.0`): std of the consolidation noise.
+        memory_time_unit (`str`, *optional*, defaults to `"1"`): optimizer steps per memory time unit (a number), or
+            `"epoch"` for the stage's optimizer steps per epoch of its task. The hazards, consolidation spacing,
+            strength threshold and staleness cap run on memory time. `"1"` is the paper's main text (t counts
+            steps); `"epoch"` its Algorithm 1.
+        memory_calibration_decay (`float`, *optional*, defaults to `0.99`): weight the fitted forgetting model keeps of
+            its past evidence at each exposure (used by `replay_weighting="calibrated"`).
+        memory_calibration_prior (`float`, *optional*, defaults to `0.1`): the forgetting model's prior slope of the
+            loss rise on log(1 + memory time unseen).
 
         > Replay schedule (Sec. 3.2, App. B)
 
@@ -61,7 +69,8 @@ class MSSRConfig(SFTConfig):
         replay_lambda_min (`float`, *optional*, defaults to `0.05`): minimal replay ratio lambda_min.
         replay_beta_r (`float`, *optional*, defaults to `1e-5`): replay ratio decay rate beta_r.
         replay_zeta (`float`, *optional*, defaults to `1.0`): prioritisation strength zeta.
-        replay_weighting (`str`, *optional*, defaults to `"power"`): `power` (m^-zeta) or `gain`.
+        replay_weighting (`str`, *optional*, defaults to `"power"`): `power` (m^-zeta), `gain`, or `calibrated`
+            (by the loss rise predicted by a forgetting model fitted online to the observed rises; beyond the paper).
         replay_beta_m (`float`, *optional*, defaults to `1.0`): exponent beta_m of the `gain` weighting.
         replay_event_steps (`int`, *optional*, defaults to `1`): consecutive optimizer steps per replay event.
 
@@ -73,6 +82,11 @@ class MSSRConfig(SFTConfig):
         replay_staleness_cap (`int`, *optional*, defaults to `500`): bank samples unreviewed for more steps enter the
             buffer first (memory-weighted strategies; 0 disables).
         replay_seed (`int`, *optional*): seed of the replay sampler; defaults to `seed`.
+        replay_max_share (`float`, *optional*): at most this share of each stage's trained samples is replayed: a
+            replay step takes only what the stage has earned so far (share x global batch per step, minus what it
+            replayed). The strategy still decides when and which. `None`: no cap.
+        replay_preset (`str`, *optional*): `"paper"` (the paper's tables: the defaults) or `"recommended"`; a preset
+            sets the replay and memory fields that are left at their defaults.
 
         > Baselines
 
@@ -118,6 +132,16 @@ class MSSRConfig(SFTConfig):
     memory_s_max: float = field(default=10.0, metadata={"help": "Upper stability clip S_max."})
     memory_s_init: float = field(default=1.0, metadata={"help": "Initial stability of a new sample."})
     memory_sigma_s: float = field(default=0.0, metadata={"help": "Std of the consolidation noise epsilon."})
+    memory_time_unit: str = field(
+        default="1",
+        metadata={"help": "Optimizer steps per memory time unit (a number), or 'epoch' (the stage's epoch)."},
+    )
+    memory_calibration_decay: float = field(
+        default=0.99, metadata={"help": "Evidence kept per exposure by the fitted forgetting model."}
+    )
+    memory_calibration_prior: float = field(
+        default=0.1, metadata={"help": "Prior slope of the fitted forgetting model on log(1 + time unseen)."}
+    )
 
     replay_interval_pattern: str = field(
         default="expanding",
@@ -133,7 +157,8 @@ class MSSRConfig(SFTConfig):
     replay_beta_r: float = field(default=1e-5, metadata={"help": "Replay ratio decay rate beta_r per step."})
     replay_zeta: float = field(default=1.0, metadata={"help": "Prioritisation strength zeta (p ~ m^-zeta)."})
     replay_weighting: str = field(
-        default="power", metadata={"help": "Replay weights: power (m^-zeta) or gain.", "choices": ["power", "gain"]}
+        default="power",
+        metadata={"help": "Replay weights: power (m^-zeta), gain, or calibrated.", "choices": list(WEIGHTINGS)},
     )
     replay_beta_m: float = field(default=1.0, metadata={"help": "Exponent beta_m of the gain weighting."})
     replay_event_steps: int = field(default=1, metadata={"help": "Consecutive optimizer steps per replay event."})
@@ -146,6 +171,13 @@ class MSSRConfig(SFTConfig):
         default=500, metadata={"help": "Bank samples unreviewed for longer enter the buffer first (0: off)."}
     )
     replay_seed: int | None = field(default=None, metadata={"help": "Seed of the replay sampler (default: seed)."})
+    replay_max_share: float | None = field(
+        default=None, metadata={"help": "At most this share of each stage's samples is replayed (None: no cap)."}
+    )
+    replay_preset: str | None = field(
+        default=None,
+        metadata={"help": "paper or recommended: sets the replay/memory fields left at their defaults."},
+    )
 
     replay_fixed_interval: int = field(default=100, metadata={"help": "Interval of the fixed strategy (1: ER)."})
     replay_probe_interval: int = field(default=50, metadata={"help": "Steps between probe losses (loss strategy)."})
@@ -161,6 +193,7 @@ class MSSRConfig(SFTConfig):
     )
 
     def __post_init__(self):
+        self._apply_preset()
         self._check_replay_fields()
         super().__post_init__()
 
@@ -190,7 +223,19 @@ class MSSRConfig(SFTConfig):
         need(self.memory_s_min <= self.memory_s_max, "memory_s_max", "must be >= memory_s_min")
         need(self.memory_s_min <= self.memory_s_init <= self.memory_s_max, "memory_s_init",
              "must lie in [memory_s_min, memory_s_max]")  # fmt: skip
-        need(self.replay_weighting in ("power", "gain"), "replay_weighting", "choose 'power' or 'gain'")
+        need(self.replay_weighting in WEIGHTINGS, "replay_weighting", f"choose one of {list(WEIGHTINGS)}")
+        need(0 < self.memory_calibration_decay <= 1, "memory_calibration_decay", "must lie in (0, 1]")
+        need(finite("memory_calibration_prior") and self.memory_calibration_prior >= 0, "memory_calibration_prior",
+             "must be a finite number >= 0")  # fmt: skip
+        need(self.replay_max_share is None or (finite("replay_max_share") and 0 < self.replay_max_share <= 1),
+             "replay_max_share", "must lie in (0, 1], or be None for no cap")  # fmt: skip
+        try:
+            unit = self.memory_time_unit if self.memory_time_unit == "epoch" else float(self.memory_time_unit)
+        except (TypeError, ValueError):
+            unit = None
+        need(unit == "epoch" or (isinstance(unit, float) and math.isfinite(unit) and unit > 0), "memory_time_unit",
+             "give optimizer steps per memory time unit (a number > 0) or 'epoch'")  # fmt: skip
+        self.memory_time_unit = str(self.memory_time_unit)
         need(0 <= self.replay_lambda0 <= 1, "replay_lambda0", "must lie in [0, 1]")
         need(
             0 <= self.replay_lambda_min <= self.replay_lambda0, "replay_lambda_min", "must lie in [0, replay_lambda0]"
@@ -227,6 +272,21 @@ class MSSRConfig(SFTConfig):
         need(not self.padding_free, "padding_free",
              "padding-free batches lose per-sample boundaries; set padding_free=False")  # fmt: skip
 
+    def _apply_preset(self) -> None:
+        if self.replay_preset is None:
+            return
+        if self.replay_preset not in REPLAY_PRESETS:
+            raise ValueError(
+                f"MSSRConfig.replay_preset={self.replay_preset!r} is invalid: choose one of {list(REPLAY_PRESETS)}."
+            )
+        for name, value in REPLAY_PRESETS[self.replay_preset].items():
+            if getattr(self, name) == MSSRConfig.__dataclass_fields__[name].default:
+                setattr(self, name, value)
+
+    def time_unit_steps(self, steps_per_epoch: int) -> float:
+        """Optimizer steps per memory time unit for a stage with ``steps_per_epoch`` steps per epoch."""
+        return float(steps_per_epoch) if self.memory_time_unit == "epoch" else float(self.memory_time_unit)
+
     def interval_pattern(self) -> str | list[int]:
         """`replay_interval_pattern` as a pattern name or a list of steps."""
         if self.replay_interval_pattern in INTERVAL_PATTERNS:
@@ -235,6 +295,13 @@ class MSSRConfig(SFTConfig):
 
 
 PAPER_STAGE_STEPS = 2000  # the stage length the paper's replay intervals were set for
+
+# Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
+# (the defaults themselves); "recommended" is chosen on the development sequences of bench/retention.py.
+REPLAY_PRESETS: dict[str, dict[str, object]] = {
+    "paper": {},
+    "recommended": {},
+}
 
 
 def scaled_replay_settings(steps: int) -> dict[str, int]:

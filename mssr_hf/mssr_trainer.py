@@ -32,7 +32,7 @@ from trl import SFTTrainer
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig
 from .sampler import MixedReplaySampler
-from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, build_strategy, draw_buffer
+from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, build_strategy, draw_buffer, replay_allowance
 from .state_io import has_state, load_state, save_state
 
 STATE_NAME = "mssr_state"
@@ -80,7 +80,9 @@ def memory_from_config(args: MSSRConfig, num_samples: int = 0) -> SampleMemory:
         ema_beta=args.memory_ema_beta, quantiles=(args.memory_quantile_low, args.memory_quantile_high),
         eta_s=args.memory_eta_s, beta_s=args.memory_beta_s, rho=args.memory_rho, gamma_s=args.memory_gamma_s,
         s_min=args.memory_s_min, s_max=args.memory_s_max, s_init=args.memory_s_init, sigma_s=args.memory_sigma_s,
-        zeta=args.replay_zeta, weighting=args.replay_weighting, beta_m=args.replay_beta_m, seed=_replay_seed(args),
+        zeta=args.replay_zeta, weighting=args.replay_weighting, beta_m=args.replay_beta_m,
+        calibration_decay=args.memory_calibration_decay, calibration_prior=args.memory_calibration_prior,
+        seed=_replay_seed(args),
     )  # fmt: skip
 
 
@@ -177,7 +179,8 @@ class MSSRTrainer(SFTTrainer):
         self.replay_sampler: MixedReplaySampler | None = None
         self._restored_sampler_state: dict | None = None
         self._stage_started = False
-        self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0}
+        self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0,
+                         "planned_stage_samples": 0}  # fmt: skip
         self.last_ratio = 0.0  # replay ratio of the last trained step
         self.planned: dict[int, tuple[float, int]] = {}  # step -> (ratio, replay samples), for steps not yet trained
         self.add_callback(_AfterOptimizerStep(self))
@@ -272,13 +275,14 @@ class MSSRTrainer(SFTTrainer):
             self.replay_sampler.load_state_dict(self._restored_sampler_state)
             self._restored_sampler_state = None
         elif not self._stage_started:
-            self._begin_stage(steps)
+            self._begin_stage(steps, per_epoch)
         return self.replay_sampler
 
     # ------------------------------------------------------------------ the schedule
 
-    def _begin_stage(self, num_steps: int) -> None:
+    def _begin_stage(self, num_steps: int, steps_per_epoch: int) -> None:
         step = self.step_offset
+        self.memory.set_time_unit(self.args.time_unit_steps(steps_per_epoch), step)
         self.memory.update_hazard(step)  # stage boundary
         self.strategy.begin_stage(step, num_steps, self.bank_ids)
         self._refresh_buffer(step)
@@ -299,7 +303,11 @@ class MSSRTrainer(SFTTrainer):
         """Ask the strategy about ``step`` and fix that step's replay rows in the sampler."""
         ratio = float(self.strategy.plan(step, self.memory))
         k = min(round(ratio * self.global_batch), self.global_batch - 1, self.buffer.numel())
+        if k > 0 and self.args.replay_max_share is not None:
+            k = min(k, replay_allowance(self.args.replay_max_share, self.global_batch, step - self.step_offset,
+                                        self.counters["planned_stage_samples"]))  # fmt: skip
         if k > 0:
+            self.counters["planned_stage_samples"] += k
             ids = self.strategy.select(self.buffer, k, step, self.memory, self.generator)
             self.replay_sampler.set_plan(step, self.row_of_id[ids])
         self.planned[step] = (ratio if k > 0 else 0.0, max(k, 0))
@@ -399,6 +407,8 @@ class MSSRTrainer(SFTTrainer):
                 stats["replay/steps_to_next"] = upcoming[0] - self.state.global_step
         if self.bank_ids.numel():
             summary = self.memory.summary(self.bank_ids, max(step, self.memory.clock))
+            if self.memory.forgetting.scores[0] > 0:
+                summary.update(self.memory.forgetting.calibration())
             stats.update({f"memory/{k}": round(v, 6) for k, v in summary.items()})
         return stats
 
@@ -425,7 +435,7 @@ class MSSRTrainer(SFTTrainer):
         self.buffer, self.probe_ids = state["buffer"].long(), state["probe_ids"].long()
         self.generator.set_state(state["generator"])
         self.step_offset = int(state["step_offset"])
-        self.counters = dict(state["counters"])
+        self.counters = {"planned_stage_samples": 0, **state["counters"]}
         self.last_ratio = float(state["last_ratio"])
         self.planned = {int(step): (float(r), int(k)) for step, (r, k) in state["planned"].items()}
         self._restored_sampler_state = state["sampler"]

@@ -120,6 +120,15 @@ def replay_times(
     raise ValueError(f"interval pattern must be one of {INTERVAL_PATTERNS[:-1]} or a list of steps, got {pattern!r}")
 
 
+def replay_allowance(max_share: float, batch: int, stage_step: int, spent: int) -> int:
+    r"""Replay samples a step may take under a replay budget: what the stage has earned by relative step
+    ``stage_step`` (``max_share`` of each step's ``batch``) minus what it has ``spent``,
+    $\lfloor \text{share} \cdot B \cdot r \rfloor - \text{spent}$ (never below 0). Unspent allowance carries
+    over, so the strategy still chooses when to replay; over any prefix of the stage the replayed share is at most
+    ``max_share``."""
+    return max(0, math.floor(max_share * batch * stage_step + 1e-9) - spent)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Which samples
 # ----------------------------------------------------------------------------------------------------------------
@@ -175,10 +184,11 @@ def draw_buffer(
     staleness_cap: int = 0,
 ) -> torch.Tensor:
     """Re-draw the active replay buffer (``size`` ids) from the bank. With ``staleness_cap > 0`` and a memory, samples
-    not reviewed for more than ``staleness_cap`` steps are taken first (longest-unreviewed first; the "staleness
+    not reviewed for more than ``staleness_cap`` memory time units (optimizer steps on the paper's clock) are taken
+    first (longest-unreviewed first; the "staleness
     safety cap" of Table ``tab:replay_impl_params``); the strategy's :meth:`ReplayStrategy.select` fills the rest."""
     if staleness_cap > 0 and memory is not None and bank_ids.numel():
-        unseen_for = step - memory.last_review[bank_ids]
+        unseen_for = memory.elapsed_since_review(bank_ids, step)
         stale = unseen_for > staleness_cap
         if bool(stale.any()):
             order = torch.argsort(unseen_for[stale], descending=True, stable=True)

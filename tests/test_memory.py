@@ -368,6 +368,8 @@ class TestScenario:
             "phi_kappa": 10.0, "ema_beta": 0.95, "quantiles": [0.05, 0.95], "eta_s": 0.05, "beta_s": 0.5,
             "rho": 0.01, "gamma_s": 1.0, "s_min": 1.0, "s_max": 10.0, "s_init": 1.0, "sigma_s": 0.0, "zeta": 1.0,
             "weighting": "power", "beta_m": 1.0,
+            # not the paper's: the calibrated forgetting model's (used only by weighting="calibrated")
+            "calibration_decay": 0.99, "calibration_prior": 0.1,
         }  # fmt: skip
 
 

@@ -412,3 +412,49 @@ def test_non_finite_losses_are_skipped_and_counted(tiny_model_dir, tmp_path):
         assert int(memory.last_review[i]) == int(before["last_review"][i])
         assert float(memory.stability[i]) == float(before["stability"][i])
     assert trainer.replay_stats()["memory/skipped_losses"] == 2
+
+
+def test_memory_time_unit_epoch_and_replay_cap(tiny_model_dir, tmp_path):
+    """memory_time_unit="epoch": the memory's clock runs in the stage's epochs (32 task rows / global batch 4 = 8
+    steps per epoch). replay_max_share=0.125 under experience replay at ratio 0.5: at most 1 in 8 samples replayed,
+    i.e. floor(0.125 * 4 * t) - spent per step t: 1 bank sample every other step (2 of 4 wanted)."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=8, replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5,
+                  replay_lambda_min=0.0, memory_time_unit="epoch", replay_max_share=0.125,
+                  replay_weighting="calibrated")  # fmt: skip
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+    recorder = Recorder(trainer)
+    trainer.train()
+    assert trainer.memory.time_segments == [(0, 0.0, 8.0)]
+    by_step = recorder.ids_by_step()
+    replayed = [sum(i < 48 for i in by_step[step]) for step in range(1, 9)]
+    assert replayed == [0, 1, 0, 1, 0, 1, 0, 1]
+    assert trainer.counters["replayed_samples"] == 4 <= 0.125 * 8 * 4
+    assert float(trainer.memory.time(8)) == 1.0  # 8 steps = one epoch of memory time
+
+
+def test_calibration_is_logged_and_selection_uses_it(tiny_model_dir, tmp_path):
+    """With replay_weighting="calibrated", the fitted forgetting model's calibration reaches the logs once replayed
+    samples have been seen twice."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=10, replay_strategy="mssr_spl", replay_first_interval=1, replay_lambda0=0.5,
+                  replay_buffer_size=8, replay_refresh_interval=2, replay_weighting="calibrated")  # fmt: skip
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+    trainer.train()
+    logged = [e for e in trainer.state.log_history if "memory/calibration_observations" in e]
+    assert logged and logged[-1]["memory/calibration_observations"] > 0
+    assert -1.0 <= logged[-1]["memory/calibration_r_predicted"] <= 1.0
+
+
+def test_replay_presets(tmp_path):
+    paper, plain = config(tmp_path, replay_preset="paper"), config(tmp_path)
+    fields = [f for f in vars(plain) if f.startswith(("replay_", "memory_")) and f != "replay_preset"]
+    assert fields and all(getattr(paper, f) == getattr(plain, f) for f in fields)
+    with pytest.raises(ValueError, match="replay_preset"):
+        config(tmp_path, replay_preset="best")
+    with pytest.raises(ValueError, match="memory_time_unit"):
+        config(tmp_path, memory_time_unit="week")
+    with pytest.raises(ValueError, match="replay_max_share"):
+        config(tmp_path, replay_max_share=1.5)

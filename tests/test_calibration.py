@@ -1,0 +1,224 @@
+"""The memory's clock (``memory_time_unit``), the calibrated forgetting model, selection by predicted loss rise and
+the replay budget cap: hand-computed values and properties."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.testing import assert_close
+
+from mssr_hf.memory import (
+    ForgettingModel,
+    SampleMemory,
+    calibrated_log_weights,
+    forgetting_features,
+    memory_time,
+    ridge_solution,
+)
+from mssr_hf.scheduler import replay_allowance, weighted_choice
+
+torch.set_num_threads(1)
+PROP = settings(max_examples=50, deadline=None)
+
+
+def t64(*values):
+    return torch.tensor(values, dtype=torch.float64)
+
+
+# ================================================================================================================
+# The clock
+# ================================================================================================================
+
+
+class TestMemoryTime:
+    def test_paper_clock_is_the_step(self):
+        assert_close(memory_time(torch.tensor([0, 7, 250]), [(0, 0.0, 1.0)]), t64(0, 7, 250))
+
+    def test_piecewise_segments(self):
+        # steps 0-100 at 1 step per unit, then 50 steps per unit from step 100 (time 100), then 4 from step 200:
+        # T(50) = 50; T(150) = 100 + 50/50 = 101; T(200) = 100 + 100/50 = 102; T(220) = 102 + 20/4 = 107
+        segments = [(0, 0.0, 1.0), (100, 100.0, 50.0), (200, 102.0, 4.0)]
+        assert_close(memory_time(torch.tensor([50, 150, 200, 220]), segments), t64(50, 101, 102, 107))
+
+    def test_set_time_unit_keeps_earlier_times(self):
+        mem = SampleMemory(2)
+        mem.set_time_unit(50, step=100)
+        mem.set_time_unit(4, step=200)
+        assert mem.time_segments == [(0, 0.0, 1.0), (100, 100.0, 50.0), (200, 102.0, 4.0)]
+        assert_close(mem.time([60, 150, 220]), t64(60, 101, 107))
+        mem.set_time_unit(4, step=300)  # unchanged unit: no new segment
+        assert len(mem.time_segments) == 3
+
+    def test_bad_unit_and_time_going_back(self):
+        mem = SampleMemory(1)
+        with pytest.raises(ValueError, match="memory time unit"):
+            mem.set_time_unit(0, step=1)
+        mem.observe([0], [1.0], step=10)
+        with pytest.raises(ValueError, match="time cannot go back"):
+            mem.set_time_unit(5, step=9)
+
+    def test_hazard_in_memory_time(self):
+        # alpha = 0.01, gamma_d = 0 (no difficulty), S = 1: h = 0.01 per unit. 10 steps per unit, 200 steps
+        # unseen = 20 units: log m = -0.01 * 20 = -0.2
+        mem = SampleMemory(1, gamma_d=0.0)
+        mem.set_time_unit(10, step=0)
+        assert_close(mem.log_strength([0], step=200), t64(-0.2))
+        assert_close(mem.elapsed_since_review([0], step=200), t64(20))
+
+    @PROP
+    @given(unit=st.floats(1.5, 40.0), steps=st.lists(st.integers(1, 30), min_size=1, max_size=6))
+    def test_a_unit_of_u_steps_is_the_step_clock_with_rates_divided_by_u(self, unit, steps):
+        """Time unit u == the paper's clock with alpha, gamma_d and rho divided by u (same m, S, weights)."""
+        slow = SampleMemory(4, alpha=0.01, gamma_d=0.2, rho=0.01, phi="identity")
+        slow.set_time_unit(unit, step=0)
+        fast = SampleMemory(4, alpha=0.01 / unit, gamma_d=0.2 / unit, rho=0.01 / unit, phi="identity")
+        step = 0
+        for i, gap in enumerate(steps):
+            step += gap
+            ids, losses = [i % 4, (i + 1) % 4], [0.5 + i, 2.0 - 0.1 * i]
+            for mem in (slow, fast):
+                mem.expose(ids, losses, step)
+                mem.update_hazard(step)
+        later = step + 17
+        assert_close(slow.log_strength(step=later), fast.log_strength(step=later), rtol=1e-9, atol=1e-12)
+        assert_close(slow.stability, fast.stability, rtol=1e-9, atol=1e-12)
+
+    def test_default_clock_is_unchanged_and_state_round_trips(self):
+        mem = SampleMemory(3)
+        mem.expose([0, 1], [1.0, 2.0], step=4)
+        mem.set_time_unit(8, step=10)
+        other = SampleMemory(3)
+        other.load_state_dict(mem.state_dict())
+        assert other.time_segments == mem.time_segments
+        assert_close(other.log_strength(step=30), mem.log_strength(step=30))
+
+
+# ================================================================================================================
+# The forgetting model
+# ================================================================================================================
+
+
+class TestForgettingModel:
+    def test_features(self):
+        # [1, log(1 + dt), l_hat]
+        assert_close(forgetting_features(t64(0, math.e - 1), t64(0.25, 1)), t64(1, 0, 0.25, 1, 1, 1).view(2, 3))
+
+    def test_ridge_by_hand(self):
+        # one observation x = [1, 0, 0], y = 2, lambda = 1, prior 0: w = (A + I)^-1 b = [2 / 2, 0, 0]
+        gram = torch.zeros(1, 3, 3, dtype=torch.float64)
+        gram[0, 0, 0] = 1
+        moment = t64(2, 0, 0).view(1, 3)
+        assert_close(ridge_solution(gram, moment, t64(0, 0, 0), 1.0), t64(1, 0, 0).view(1, 3))
+        # with the prior w0 = [0, 0.5, 0]: the unobserved direction stays at the prior, (0 + 1 * 0.5) / (0 + 1)
+        assert_close(ridge_solution(gram, moment, t64(0, 0.5, 0), 1.0), t64(1, 0.5, 0).view(1, 3))
+
+    def test_decayed_evidence_by_hand(self):
+        # decay 0.5: after y=2 then y=4 at x = [1, 0, 0]: A = 0.5 * 1 + 1 = 1.5, b = 0.5 * 2 + 4 = 5,
+        # w_0 = 5 / (1.5 + 1) = 2
+        model = ForgettingModel(decay=0.5, prior=0.0)
+        model.grow(1)
+        x = t64(1, 0, 0).view(1, 3)
+        for y in (2.0, 4.0):
+            model.update(torch.tensor([0]), x, t64(y), t64(0))
+        assert_close(model.weights, t64(2, 0, 0).view(1, 3))
+
+    def test_prior_before_any_observation(self):
+        model = ForgettingModel(decay=0.99, prior=0.3)
+        model.grow(2)
+        # predicted rise = 0.3 * log(1 + dt)
+        features = forgetting_features(t64(0, 9), t64(0.5, 0.5))
+        assert_close(model.predict(torch.tensor([0, 1]), features), t64(0, 0.3 * math.log(10)))
+
+    def test_fit_recovers_a_known_log_per_cohort(self):
+        """A synthetic review log: cohort 0 rises by 0.5 log(1+dt) + 0.2 l_hat, cohort 1 by 1 - 0.1 log(1+dt)."""
+        g = torch.Generator().manual_seed(0)
+        model = ForgettingModel(decay=1.0, prior=0.0, strength=1e-6)
+        model.grow(2)
+        true = t64(0.0, 0.5, 0.2, 1.0, -0.1, 0.0).view(2, 3)
+        for _ in range(20):
+            cohort = torch.randint(0, 2, (16,), generator=g)
+            x = forgetting_features(torch.rand(16, generator=g, dtype=torch.float64) * 50,
+                                    torch.rand(16, generator=g, dtype=torch.float64))  # fmt: skip
+            model.update(cohort, x, (true[cohort] * x).sum(1), torch.zeros(16, dtype=torch.float64))
+        assert_close(model.weights, true, rtol=0, atol=1e-4)
+        # calibration scores each batch with the prediction made before it was folded in: the first batch was
+        # predicted by the prior (all 0), every later one by a fit that is already nearly exact
+        assert 0.85 < model.calibration()["calibration_r_predicted"] < 1.0
+
+    def test_memory_fits_the_observed_rise_since_the_last_exposure(self):
+        # sample 0 (cohort 0) is seen at loss 1.0 at step 1, again at loss 3.0 at step 11: one observation, rise 2
+        # after 10 steps; with a tiny ridge and one cohort, the intercept-only direction gets it all.
+        mem = SampleMemory(1, calibration_decay=1.0, calibration_prior=0.0)
+        mem.expose([0], [1.0], step=1)
+        mem.expose([0], [3.0], step=11)
+        assert float(mem.forgetting.scores[0]) == 1.0
+        x = forgetting_features(t64(10), t64(0.5))[0]  # l_hat: no quantiles yet -> 0.5
+        # ridge with lambda = 1 on one observation: w = x y / (|x|^2 + 1)
+        expected = x * 2.0 / (x @ x + 1.0)
+        assert_close(mem.forgetting.weights[0], expected)
+        assert_close(mem.last_loss, t64(3.0))
+
+
+# ================================================================================================================
+# Selection by predicted rise
+# ================================================================================================================
+
+
+class TestCalibratedSelection:
+    @PROP
+    @given(values=st.lists(st.floats(-5, 5), min_size=2, max_size=30, unique=True), zeta=st.floats(0.1, 10))
+    def test_weights_keep_the_order_of_the_predicted_rise(self, values, zeta):
+        rise = torch.tensor(values, dtype=torch.float64)
+        log_w = calibrated_log_weights(rise, zeta)
+        assert torch.equal(torch.argsort(log_w), torch.argsort(rise))
+
+    @PROP
+    @given(values=st.lists(st.floats(-5, 5), min_size=4, max_size=30, unique=True), k=st.integers(1, 3))
+    def test_strong_prioritisation_selects_the_largest_rises(self, values, k):
+        rise = torch.tensor(values, dtype=torch.float64)
+        if float((rise.sort().values.diff()).min()) < 1e-3 * float(rise.std()):
+            return  # near-ties: any order is right
+        picked = weighted_choice(torch.arange(rise.numel()), calibrated_log_weights(rise, 1e6), k,
+                                 torch.Generator().manual_seed(0))  # fmt: skip
+        assert set(picked.tolist()) == set(torch.topk(rise, k).indices.tolist())
+
+    def test_zeta_zero_is_uniform(self):
+        assert torch.equal(calibrated_log_weights(t64(1, 5, 2), 0.0), t64(0, 0, 0))
+
+    def test_memory_prefers_the_cohort_whose_loss_rises(self):
+        """Cohort 0 was forgotten (its losses rose by 2 at every exposure), cohort 1 was not: the calibrated memory
+        replays cohort 0's samples far more often than uniform selection does."""
+        mem = SampleMemory(weighting="calibrated", zeta=3.0)
+        first, second = mem.extend(20, step=0), mem.extend(20, step=0)
+        for step in range(1, 9):
+            mem.expose(first, torch.full((20,), 1.0 + 2.0 * step, dtype=torch.float64), step)
+            mem.expose(second, torch.full((20,), 1.0, dtype=torch.float64), step)
+        rise = mem.predicted_rise(step=12)
+        assert float(rise[first].min()) > float(rise[second].max())
+        g = torch.Generator().manual_seed(1)
+        bank = torch.arange(40)
+        picks = torch.cat([weighted_choice(bank, mem.replay_log_weights(bank, 12), 5, g) for _ in range(200)])
+        assert (picks < 20).float().mean() > 0.9  # uniform: 0.5
+
+
+# ================================================================================================================
+# The replay budget
+# ================================================================================================================
+
+
+class TestReplayAllowance:
+    def test_by_hand(self):
+        # share 0.2, batch 10: 2 samples earned per step. Step 3: 6 earned, 4 spent -> 2.
+        assert replay_allowance(0.2, 10, 3, 4) == 2
+        assert replay_allowance(0.2, 10, 3, 7) == 0  # never negative
+        assert replay_allowance(0.05, 8, 5, 0) == 2  # floor(0.05 * 8 * 5) = floor(2.0) = 2
+
+    @PROP
+    @given(share=st.floats(0.01, 1.0), batch=st.integers(1, 64), wants=st.lists(st.integers(0, 64), max_size=60))
+    def test_any_prefix_stays_within_the_share(self, share, batch, wants):
+        spent = 0
+        for step, want in enumerate(wants, start=1):
+            spent += min(want, replay_allowance(share, batch, step, spent))
+            assert spent <= share * batch * step + 1e-6
