@@ -3,12 +3,12 @@
 Every equation is a small pure function of tensors; :class:`SampleMemory` holds the per-sample state and calls
 them. Equations are cited by their ``\\label{}`` in ``paper/mssr-paper.tex``.
 
-Time: every method takes the global optimizer step; the equations run on *memory time*, a piecewise-linear map of
-the step (:func:`memory_time`) whose slope, optimizer steps per memory time unit, is set by :meth:`SampleMemory.
-set_time_unit` (the paper's main text counts steps; its Algorithm 1 counts epochs). Retention is stored lazily (App.
-A, "Lazy update"): each sample keeps an anchor ``(anchor_step, log m_anchor)`` and its current hazard ``h``; ``m(t)
-= exp(log m_anchor - h (t - anchor))``. Everything is kept in log space, so no output overflows or underflows
-however long a sample goes unreviewed.
+Time: every method takes the global optimizer step; the equations run on *memory time*, a piecewise-linear map
+of the step (:func:`memory_time`) whose slope, optimizer steps per memory time unit, is set by
+:meth:`SampleMemory.set_time_unit` (the paper's main text counts steps; its Algorithm 1 counts epochs). Retention is
+stored lazily (App. A, "Lazy update"): each sample keeps an anchor ``(anchor_step, log m_anchor)`` and its current
+hazard ``h``; ``m(t) = exp(log m_anchor - h (t - anchor))``. Everything is kept in log space, so no output
+overflows or underflows however long a sample goes unreviewed.
 
 This module imports torch and numpy only: tensors in, tensors out.
 """
