@@ -9,9 +9,12 @@ times, over repeated runs at increasing steps:
 - ``update_hazard``: ``memory.update_hazard(step)`` over the whole bank;
 - ``strength``: ``memory.strength(None, step)``;
 - ``replay_weights``: ``memory.replay_weights(None, step)``;
-- ``refresh_mssr_full``: ``draw_buffer(bank_ids, 1024, build_strategy("mssr_full"), memory, step, generator)``
-  (Gumbel-top-k on the memory's log replay weights);
-- ``refresh_fixed``: the same with ``build_strategy("fixed")`` (uniform, no memory weights).
+- ``refresh_mssr_full``: ``draw_buffer(bank_ids, 1024, strategy, memory, step, generator)`` with the ``mssr_full``
+  strategy (Gumbel-top-k on the memory's log replay weights);
+- ``refresh_fixed``: the same with the ``fixed`` strategy (uniform, no memory weights).
+
+The memory and both strategies are built from ``MSSRConfig``'s defaults (``memory_from_config``,
+``strategy_from_config``), as a user gets them.
 
 It also reports the state bytes per sample (tensors of ``memory.state_dict()`` / N), the RSS growth of the warmed
 memory and the peak extra RSS while each operation runs, and a torch-profiler breakdown (top ops by self CPU time)
@@ -48,7 +51,8 @@ if str(ROOT) not in sys.path:  # the benchmark runs from a checkout; do not rely
     sys.path.insert(0, str(ROOT))
 
 from mssr_hf.memory import SampleMemory  # noqa: E402
-from mssr_hf.scheduler import build_strategy, draw_buffer  # noqa: E402
+from mssr_hf.mssr_config import MSSRConfig, memory_from_config, strategy_from_config  # noqa: E402
+from mssr_hf.scheduler import draw_buffer  # noqa: E402
 
 try:
     import psutil
@@ -209,17 +213,23 @@ def profile_ops(calls: dict, top: int) -> dict[str, list[dict]]:
     return out
 
 
+def product_config(seed: int, strategy: str = "mssr_full") -> MSSRConfig:
+    """MSSRConfig's defaults (what a user gets) with the benchmark's seed, to build the memory and strategies from."""
+    return MSSRConfig(output_dir=str(ROOT / "bench" / ".scale_work"), use_cpu=True, report_to=[], replay_seed=seed,
+                      replay_strategy=strategy)  # fmt: skip
+
+
 def prime_torch(seed: int) -> None:
     """Run every benchmarked code path once on a tiny bank, so that lazily loaded kernels and allocator pools are
     in the RSS baseline rather than counted as growth of the first size."""
     gen = torch.Generator().manual_seed(seed)
-    memory = SampleMemory(4096, seed=seed)
+    memory = memory_from_config(product_config(seed), 4096)
     step = warm_up(memory, gen, 0.9) + 1
     memory.observe(torch.arange(BATCH), random_losses(BATCH, gen), step)
     memory.review(torch.arange(BATCH), step)
     memory.strength(None, step), memory.replay_weights(None, step)
     for name in ("mssr_full", "fixed"):
-        draw_buffer(torch.arange(4096), BUFFER, build_strategy(name), memory, step, gen)
+        draw_buffer(torch.arange(4096), BUFFER, strategy_from_config(product_config(seed, name)), memory, step, gen)
     del memory
     gc.collect()
 
@@ -233,7 +243,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
     draw_gen = torch.Generator().manual_seed(args.seed + 1)
 
     t0 = time.perf_counter()
-    memory = SampleMemory(n, seed=args.seed)
+    memory = memory_from_config(product_config(args.seed), n)
     step = warm_up(memory, data_gen, args.warm_fraction)
     warm_s = time.perf_counter() - t0
     gc.collect()
@@ -261,7 +271,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         return clock[0]
 
     bank_ids = torch.arange(n)
-    full, fixed = build_strategy("mssr_full"), build_strategy("fixed")
+    full, fixed = (strategy_from_config(product_config(args.seed, name)) for name in ("mssr_full", "fixed"))
     bank_fns = {
         "update_hazard": lambda: memory.update_hazard(next_step()),
         "strength": lambda: memory.strength(None, next_step()),

@@ -35,8 +35,8 @@ from transformers.trainer_utils import get_last_checkpoint
 from . import metrics
 from .evaluation import evaluate_task
 from .memory import SampleMemory
-from .mssr_config import MSSRConfig
-from .mssr_trainer import MSSRTrainer, memory_from_config, strategy_from_config
+from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
+from .mssr_trainer import MSSRTrainer
 from .state_io import has_state, load_state, save_state
 from .tasks import TaskSpec, get_sequence
 from .tasks.spec import truncate_keeping_answer

@@ -30,9 +30,9 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTTrainer
 
 from .memory import SampleMemory
-from .mssr_config import MSSRConfig
+from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .sampler import MixedReplaySampler
-from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, build_strategy, draw_buffer
+from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, draw_buffer
 from .state_io import has_state, load_state, save_state
 
 STATE_NAME = "mssr_state"
@@ -70,34 +70,6 @@ class _AfterOptimizerStep(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer._after_optimizer_step()
-
-
-def memory_from_config(args: MSSRConfig, num_samples: int = 0) -> SampleMemory:
-    """A :class:`SampleMemory` with the `memory_*` / `replay_*` hyperparameters of ``args``."""
-    return SampleMemory(
-        num_samples, alpha=args.memory_alpha, gamma_d=args.memory_gamma_d, phi=args.memory_phi,
-        phi_k=args.memory_phi_k, phi_c=args.memory_phi_c, phi_p=args.memory_phi_p, phi_kappa=args.memory_phi_kappa,
-        ema_beta=args.memory_ema_beta, quantiles=(args.memory_quantile_low, args.memory_quantile_high),
-        eta_s=args.memory_eta_s, beta_s=args.memory_beta_s, rho=args.memory_rho, gamma_s=args.memory_gamma_s,
-        s_min=args.memory_s_min, s_max=args.memory_s_max, s_init=args.memory_s_init, sigma_s=args.memory_sigma_s,
-        zeta=args.replay_zeta, weighting=args.replay_weighting, beta_m=args.replay_beta_m, seed=_replay_seed(args),
-    )  # fmt: skip
-
-
-def strategy_from_config(args: MSSRConfig) -> ReplayStrategy:
-    """The strategy named by ``args.replay_strategy`` with the `replay_*` settings of ``args``."""
-    return build_strategy(
-        args.replay_strategy, interval_pattern=args.interval_pattern(), first_interval=args.replay_first_interval,
-        eta_p=args.replay_eta_p, rho_p=args.replay_rho_p, interval_unit=args.replay_interval_unit,
-        fixed_interval=args.replay_fixed_interval, lambda0=args.replay_lambda0, lambda_min=args.replay_lambda_min,
-        beta_r=args.replay_beta_r, threshold=args.replay_threshold, event_steps=args.replay_event_steps,
-        probe_interval=args.replay_probe_interval, probe_threshold=args.replay_probe_threshold,
-        eval_interval=args.replay_eval_interval, eval_drop=args.replay_eval_drop,
-    )  # fmt: skip
-
-
-def _replay_seed(args: MSSRConfig) -> int:
-    return args.seed if args.replay_seed is None else args.replay_seed
 
 
 def _with_ids(dataset: Dataset, column: str, start: int) -> Dataset:
@@ -171,7 +143,7 @@ class MSSRTrainer(SFTTrainer):
         if self.task_rows.numel() == 0:
             raise ValueError("train_dataset has no row with a trainable token after tokenisation and truncation")
 
-        self.generator = torch.Generator().manual_seed(_replay_seed(args))
+        self.generator = torch.Generator().manual_seed(args.resolved_replay_seed())
         self.buffer = self.bank_ids[:0]
         self.probe_ids = self.bank_ids[:0]
         self.replay_sampler: MixedReplaySampler | None = None

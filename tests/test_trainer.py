@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import arithmetic_rows
+from conftest import arithmetic_rows, make_memory
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
@@ -337,11 +337,9 @@ def test_bad_datasets_fail_before_training(tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="mssr_id.*missing from the other"):
         MSSRTrainer(model, args, train_dataset=task.add_column("mssr_id", list(range(48, 80))), replay_dataset=bank,
                     processing_class=tok)  # fmt: skip
-    from mssr_hf.memory import SampleMemory
-
     with pytest.raises(ValueError, match="every sample needs its memory id"):
         MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok,
-                    memory=SampleMemory(80))  # fmt: skip
+                    memory=make_memory(80))  # fmt: skip
     with pytest.raises(ValueError, match="unique"):
         MSSRTrainer(model, args, train_dataset=task.add_column("mssr_id", [0] * 32),
                     replay_dataset=bank.add_column("mssr_id", list(range(48))), processing_class=tok)  # fmt: skip
