@@ -31,6 +31,8 @@ class MSSRConfig(SFTConfig):
     `tab:replay_impl_params`). Defaults are the paper's; the paper's intervals assume 2000 optimizer steps per stage,
     so scale `replay_first_interval`, `replay_refresh_interval` and `replay_staleness_cap` for short stages.
 
+    `ignore_data_skip` is always `True`: the replay sampler resumes its own position from a checkpoint.
+
     Parameters:
         > Strategy
 
@@ -182,6 +184,9 @@ class MSSRConfig(SFTConfig):
                 build(self)
             except HyperparameterError as error:
                 raise self._field_error(target, error) from error
+        # MSSRTrainer's sampler resumes its own position from the checkpoint; HF's batch skipping on resume would
+        # skip as many batches again from there (and their replay plans would never reach the memory).
+        self.ignore_data_skip = True
         super().__post_init__()
 
     def _check_unbuilt_fields(self) -> None:

@@ -122,8 +122,6 @@ class MSSRTrainer(SFTTrainer):
             raise ValueError(
                 f"replay strategy {self.strategy.name!r} probes buffer samples and needs a replay_dataset"
             )
-        # Our sampler restores its own position on resume; HF's batch skipping would re-run it without losses.
-        args.ignore_data_skip = True
         combined = train_dataset if replay_dataset is None else concatenate_datasets([train_dataset, replay_dataset])
         super().__init__(model, args, data_collator, combined, eval_dataset, processing_class, **kwargs)
         self.data_collator = _IdCollator(self.data_collator, args.replay_id_column)

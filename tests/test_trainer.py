@@ -306,6 +306,12 @@ def test_bad_config_values_name_the_field(tmp_path, field, value):
         config(tmp_path, **{field: value})
 
 
+def test_config_leaves_resuming_to_the_replay_sampler(tmp_path):
+    """HF's batch skipping is off in every MSSRConfig: the replay sampler resumes its own position."""
+    args = config(tmp_path, ignore_data_skip=False)
+    assert args.ignore_data_skip is True
+
+
 def test_scaled_replay_settings(tmp_path):
     """The paper's step counts (set for 2000 steps per stage) scaled to the stage length, at least 1 step each."""
     paper = scaled_replay_settings(2000)
