@@ -230,20 +230,34 @@ class MSSRTrainer(SFTTrainer):
             return self.args.max_steps
         return math.ceil(self.args.num_train_epochs * math.ceil(self.task_rows.numel() / self.global_batch))
 
+    def get_train_dataloader(self):
+        # Build this stage's mixed-replay sampler (restored on resume), then the parent builds the loader around it.
+        self._build_replay_sampler()
+        return super().get_train_dataloader()
+
     def _get_train_sampler(self, train_dataset=None):
-        # The mixed-replay stream replaces HF's RandomSampler (a plain Sampler: accelerate leaves it alone).
+        # The parent's get_train_dataloader takes its sampler from this hook: hand over the one built above.
+        return self.replay_sampler
+
+    def _build_replay_sampler(self) -> None:
+        """The stage's sampler, a plain Sampler (accelerate leaves it alone) in place of HF's RandomSampler: restored
+        from the checkpoint on resume, else the stage begins (memory update, buffer, first plans)."""
         steps = self.stage_steps()
         per_epoch = steps if self.args.max_steps > 0 else math.ceil(self.task_rows.numel() / self.global_batch)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        self.replay_sampler = MixedReplaySampler(
-            self.task_rows, self.global_batch, per_epoch, seed, self.step_offset + 1
-        )
+        # How the global batch is formed: a resumed sampler must see the same layout (and seed) to continue the stream.
+        layout = {
+            "world_size": self.args.world_size,
+            "per_device_train_batch_size": self.args.per_device_train_batch_size,
+            "gradient_accumulation_steps": self.args.gradient_accumulation_steps,
+        }
+        self.replay_sampler = MixedReplaySampler(self.task_rows, self.global_batch, per_epoch, seed,
+                                                 self.step_offset + 1, layout=layout)  # fmt: skip
         if self._restored_sampler_state is not None:
             self.replay_sampler.load_state_dict(self._restored_sampler_state)
             self._restored_sampler_state = None
         elif not self._stage_started:
             self._begin_stage(steps)
-        return self.replay_sampler
 
     # ------------------------------------------------------------------ the schedule
 

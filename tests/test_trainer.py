@@ -1,6 +1,8 @@
 """MSSRTrainer on a tiny random Llama: losses, ids, replay composition, resume, baselines' costs, bad input."""
 
+import copy
 import math
+import re
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ from trl import SFTConfig, SFTTrainer
 
 from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
 from mssr_hf.mssr_trainer import MSSRTrainer
+from mssr_hf.sampler import MixedReplaySampler
 from mssr_hf.scheduler import interval_steps
 
 pytestmark = pytest.mark.slow
@@ -200,6 +203,53 @@ def test_resume_continues_identically(tiny_model_dir, tmp_path):
     torch.testing.assert_close(
         torch.tensor(step_losses(resumed)), torch.tensor(step_losses(straight)), atol=1e-6, rtol=0
     )
+
+
+def test_resume_with_another_batch_layout_or_seed_is_refused(tiny_model_dir, tmp_path):
+    """The checkpoint's sampler state records how the global batch was formed and the seed; resuming with another
+    gradient accumulation, per-device batch (even at the same global batch) or seed fails before training."""
+    task, bank = task_and_bank()
+    replay = dict(max_steps=4, replay_strategy="fixed", replay_fixed_interval=1, save_strategy="steps", save_steps=2)
+    model, tok = load(tiny_model_dir)
+    MSSRTrainer(model, config(tmp_path, **replay), train_dataset=task, replay_dataset=bank, processing_class=tok,
+                callbacks=[StopAt(2)]).train()  # fmt: skip
+    checkpoint = str(tmp_path / "out" / "checkpoint-2")
+    changes = [
+        (dict(gradient_accumulation_steps=1), "gradient_accumulation_steps: saved 2, now 1; global_batch: saved 4, "
+         "now 2"),
+        (dict(per_device_train_batch_size=4, gradient_accumulation_steps=1), "per_device_train_batch_size: saved 2, "
+         "now 4"),
+        (dict(seed=8), "seed: saved 7, now 8"),
+    ]  # fmt: skip
+    for change, message in changes:
+        model, tok = load(tiny_model_dir)
+        trainer = MSSRTrainer(model, config(tmp_path, **{**replay, **change}), train_dataset=task,
+                              replay_dataset=bank, processing_class=tok)  # fmt: skip
+        recorder = Recorder(trainer)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            trainer.train(resume_from_checkpoint=checkpoint)
+        assert recorder.calls == []  # refused before any step
+
+
+def test_get_train_dataloader_builds_the_stage_sampler(tiny_model_dir, tmp_path):
+    """get_train_dataloader builds the mixed-replay sampler, begins the stage (plans the first steps) and hands the
+    sampler to the parent's loader: one optimizer step's micro-batches are that step's planned global batch."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=6, replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5)
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+    assert trainer.replay_sampler is None
+    loader = trainer.get_train_dataloader()
+    sampler = trainer.replay_sampler
+    assert isinstance(sampler, MixedReplaySampler) and sampler.global_batch == 4
+    assert sorted(trainer.planned) == list(range(1, trainer.lookahead + 1))  # the stage began
+    assert len(loader) == 6 * 2  # 6 optimizer steps x 2 micro-batches of 2
+    twin = copy.deepcopy(sampler)
+    batches = iter(loader)
+    first_step = torch.cat([next(batches)[args.replay_id_column] for _ in range(2)]).tolist()
+    rows = twin.batch_for_step(1).tolist()
+    assert first_step == [trainer.train_dataset[r][args.replay_id_column] for r in rows]
+    assert sum(i < 48 for i in first_step) == 2  # round(0.5 * 4) bank samples (ids 0..47)
 
 
 def test_loss_baseline_pays_for_probes(tiny_model_dir, tmp_path):
