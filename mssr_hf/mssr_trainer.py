@@ -1,15 +1,20 @@
 """MSSRTrainer: `trl.SFTTrainer` with per-sample memory and scheduled replay of earlier tasks.
 
 Glue only: the equations live in :mod:`mssr_hf.memory` and :mod:`mssr_hf.scheduler`, the batch stream in
-:mod:`mssr_hf.sampler`. What this file adds to the parent:
+:mod:`mssr_hf.sampler`, the map from config fields onto them in :mod:`mssr_hf.mssr_config`. What this file adds to
+the parent, through its public hooks:
 
 - ids: every row carries its sample-memory id (``args.replay_id_column``) through tokenisation and the collator;
-- losses: each sample's mean token loss is read off the parent's own fused forward (no second forward, no
-  ``(B, T, V)`` logits), gathered across processes, and written to the memory (observe + review);
-- replay: the train dataloader draws from :class:`~mssr_hf.sampler.MixedReplaySampler`, whose per-step replay rows
-  are planned by the strategy ``lookahead`` steps ahead, after each optimizer step, identically on every rank;
-- state: memory, strategy, buffer and sampler are saved in every checkpoint (safetensors + JSON) and restored by
-  ``resume_from_checkpoint``.
+- losses (``compute_loss``): each sample's mean token loss is read off the parent's own fused forward (no second
+  forward, no ``(B, T, V)`` logits), gathered across processes, and written to the memory (observe + review). A
+  training step whose fused forward is missing (another trl) raises instead of leaving the memory without losses;
+- replay (``get_train_dataloader``): the train dataloader draws from :class:`~mssr_hf.sampler.MixedReplaySampler`,
+  whose per-step replay rows are planned by the strategy ``lookahead`` steps ahead, after each optimizer step
+  (``on_step_end`` callback), identically on every rank;
+- state: memory, strategy, buffer and sampler are saved with every checkpoint (``on_save`` callback; safetensors +
+  JSON) and restored by ``resume_from_checkpoint``, which refuses another batch layout or seed.
+
+The private upstream names it still uses are pinned in ``tests/test_upstream_pins.py`` (:data:`TESTED_VERSIONS`).
 
 Time: the memory's clock is the global optimizer step across stages. A stage's ``train()`` starts at the memory's
 clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step ``step_offset + g``.
@@ -18,15 +23,17 @@ clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+import trl
 from accelerate.utils import broadcast_object_list
 from datasets import Dataset, concatenate_datasets
 from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import SFTTrainer
 
 from .memory import SampleMemory
@@ -36,6 +43,8 @@ from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, draw_buffe
 from .state_io import has_state, load_state, save_state
 
 STATE_NAME = "mssr_state"
+# The versions whose internals MSSRTrainer was checked against (tests/test_upstream_pins.py pins what it relies on).
+TESTED_VERSIONS = {"transformers": "5.23.0", "trl": "1.16.0"}
 
 
 class _FusedOutputTap:
@@ -63,13 +72,21 @@ class _IdCollator:
         return batch
 
 
-class _AfterOptimizerStep(TrainerCallback):
-    # Replay decisions need the state after each optimizer step; a callback is the public hook for that.
+class _ReplayCallback(TrainerCallback):
+    """MSSRTrainer's two hooks into the training loop, both public callback events."""
+
     def __init__(self, trainer: MSSRTrainer):
         self.trainer = trainer
 
+    # Replay decisions need the state after each optimizer step.
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer._after_optimizer_step()
+
+    # Every checkpoint carries the replay state; train() reads it back on resume. Only the saving process writes.
+    def on_save(self, args, state, control, **kwargs):
+        if args.should_save:
+            checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+            self.trainer.save_replay_state(checkpoint)
 
 
 def _with_ids(dataset: Dataset, column: str, start: int) -> Dataset:
@@ -150,7 +167,7 @@ class MSSRTrainer(SFTTrainer):
         self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0}
         self.last_ratio = 0.0  # replay ratio of the last trained step
         self.planned: dict[int, tuple[float, int]] = {}  # step -> (ratio, replay samples), for steps not yet trained
-        self.add_callback(_AfterOptimizerStep(self))
+        self.add_callback(_ReplayCallback(self))
 
     # ------------------------------------------------------------------ input checks (before any training)
 
@@ -347,7 +364,14 @@ class MSSRTrainer(SFTTrainer):
         result = super().compute_loss(
             tap, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
         )
-        if self.model.training and ids is not None and tap.output is not None:
+        if self.model.training and ids is not None:
+            if tap.output is None:
+                raise RuntimeError(
+                    f"MSSRTrainer reads each sample's loss off the forward that trl's SFTTrainer.compute_loss runs "
+                    f"with fused_lm_head=True, and this training step ran none: the installed trl {trl.__version__} "
+                    f"computes the loss differently from trl {TESTED_VERSIONS['trl']}, which MSSRTrainer was tested "
+                    "with. Install that version, or update MSSRTrainer.compute_loss"
+                )
             self._observe(ids, tap.output)
         return result
 
@@ -428,8 +452,12 @@ class MSSRTrainer(SFTTrainer):
             self.load_replay_state_dict(load_state(path, STATE_NAME))
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            checkpoint = f"{self._get_output_dir(trial)}/checkpoint-{self.state.global_step}"
-            save_state(checkpoint, STATE_NAME, self.replay_state_dict())
+    def save_replay_state(self, checkpoint: str) -> None:
+        """Write :meth:`replay_state_dict` into ``checkpoint`` (the folder the parent just saved; called on save)."""
+        if not os.path.isdir(checkpoint):
+            raise RuntimeError(
+                f"MSSRTrainer saves its replay state into the checkpoint folder {checkpoint}, but the parent trainer "
+                f"wrote none there (a hyperparameter-search trial, or a transformers version other than "
+                f"{TESTED_VERSIONS['transformers']} that names checkpoints differently)"
+            )
+        save_state(checkpoint, STATE_NAME, self.replay_state_dict())

@@ -252,6 +252,52 @@ def test_get_train_dataloader_builds_the_stage_sampler(tiny_model_dir, tmp_path)
     assert sum(i < 48 for i in first_step) == 2  # round(0.5 * 4) bank samples (ids 0..47)
 
 
+def test_replay_state_is_written_on_save_by_the_saving_process_only(tiny_model_dir, tmp_path):
+    """The on_save callback writes the replay state into output_dir/checkpoint-N when args.should_save, else not."""
+    from types import SimpleNamespace
+
+    from mssr_hf.mssr_trainer import _ReplayCallback
+    from mssr_hf.state_io import has_state
+
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=2), train_dataset=task, replay_dataset=bank,
+                          processing_class=tok)  # fmt: skip
+    trainer.train()
+    callback = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, _ReplayCallback))
+    folder = tmp_path / "out" / "checkpoint-2"
+    folder.mkdir(parents=True)
+    for should_save in (False, True):
+        args = SimpleNamespace(should_save=should_save, output_dir=str(tmp_path / "out"))
+        callback.on_save(args, trainer.state, trainer.control)
+        assert has_state(folder, "mssr_state") == should_save
+    with pytest.raises(RuntimeError, match="checkpoint-2.*wrote none"):  # no folder from the parent: fail loudly
+        callback.on_save(SimpleNamespace(should_save=True, output_dir=str(tmp_path / "elsewhere")), trainer.state,
+                         trainer.control)  # fmt: skip
+
+
+def test_training_without_the_fused_forward_fails_loudly(tiny_model_dir, tmp_path, monkeypatch):
+    """If the parent's compute_loss stops running the fused forward (as a future trl might), training raises naming
+    the installed and the tested trl instead of leaving the memory without losses; evaluation does not raise."""
+    import trl
+
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=2), train_dataset=task, replay_dataset=bank,
+                          processing_class=tok)  # fmt: skip
+
+    def parent_without_fused_forward(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        return (outputs.loss, outputs) if return_outputs else outputs.loss
+
+    monkeypatch.setattr(SFTTrainer, "compute_loss", parent_without_fused_forward)
+    with pytest.raises(RuntimeError, match=rf"installed trl {re.escape(trl.__version__)} .* trl 1\.16\.0"):
+        trainer.train()
+    batch = trainer._prepare_inputs(trainer.data_collator([trainer.train_dataset[i] for i in range(2)]))
+    trainer.model.eval()
+    assert torch.isfinite(trainer.compute_loss(trainer.model, batch))
+
+
 def test_loss_baseline_pays_for_probes(tiny_model_dir, tmp_path):
     """`loss` runs real probe forwards on buffer samples every probe interval and logs their time."""
     task, bank = task_and_bank()
