@@ -22,10 +22,11 @@ clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -107,6 +108,17 @@ class MSSRTrainer(SFTTrainer):
         strategy (`ReplayStrategy`, *optional*): a strategy object to use instead of ``args.replay_strategy``.
         evaluate_fn (`Callable[[model], Mapping[str, float]]`, *optional*): scores of earlier tasks' validation
             subsets (higher is better); needed by the ``accuracy`` strategy, called every ``replay_eval_interval``.
+        exposure_listeners (`Sequence[Callable]`, *optional*): each is called as ``fn(memory, ids, losses, step)``
+            right before every ``memory.expose(ids, losses, step)``, so it sees the memory as it was before that
+            exposure: ``ids`` and ``losses`` are CPU tensors of shape ``(n,)`` gathered from every process (a
+            non-finite loss is then skipped by the memory), ``step`` the global optimizer step. Kept in
+            ``trainer.exposure_listeners`` (append more there). Their time is not counted as bookkeeping.
+
+    Attributes:
+        counters (`dict`): ``replayed_samples``, ``replay_steps``; ``probe_seconds`` and ``eval_seconds`` (the extra
+            forwards of the ``loss`` and ``accuracy`` baselines); ``bookkeeping_seconds``: time in MSSRTrainer's own
+            work (gather + observe/review of each micro-batch's losses, planning, buffer refreshes, hazard updates,
+            the stage start). Logged as ``replay/<name>``, saved with every checkpoint.
     """
 
     def __init__(
@@ -122,6 +134,7 @@ class MSSRTrainer(SFTTrainer):
         memory: SampleMemory | None = None,
         strategy: ReplayStrategy | None = None,
         evaluate_fn: Callable[[Any], Mapping[str, float]] | None = None,
+        exposure_listeners: Sequence[Callable[[SampleMemory, torch.Tensor, torch.Tensor, int], Any]] | None = None,
         **kwargs,
     ):
         if args is None:
@@ -143,6 +156,7 @@ class MSSRTrainer(SFTTrainer):
         super().__init__(model, args, data_collator, combined, eval_dataset, processing_class, **kwargs)
         self.data_collator = _IdCollator(self.data_collator, args.replay_id_column)
         self.evaluate_fn = evaluate_fn
+        self.exposure_listeners = list(exposure_listeners or [])
         self.memory = memory if memory is not None else memory_from_config(args)
         if len(self.memory) < num_ids:
             self.memory.extend(num_ids - len(self.memory), step=self.memory.clock)
@@ -164,7 +178,8 @@ class MSSRTrainer(SFTTrainer):
         self.replay_sampler: MixedReplaySampler | None = None
         self._restored_sampler_state: dict | None = None
         self._stage_started = False
-        self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0}
+        self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0,
+                         "bookkeeping_seconds": 0.0}  # fmt: skip
         self.last_ratio = 0.0  # replay ratio of the last trained step
         self.planned: dict[int, tuple[float, int]] = {}  # step -> (ratio, replay samples), for steps not yet trained
         self.add_callback(_ReplayCallback(self))
@@ -278,15 +293,25 @@ class MSSRTrainer(SFTTrainer):
 
     # ------------------------------------------------------------------ the schedule
 
+    @contextlib.contextmanager
+    def _bookkeeping(self) -> Iterator[None]:
+        """Counts the time inside into ``counters["bookkeeping_seconds"]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.counters["bookkeeping_seconds"] += time.perf_counter() - start
+
     def _begin_stage(self, num_steps: int) -> None:
         step = self.step_offset
-        self.memory.update_hazard(step)  # stage boundary
-        self.strategy.begin_stage(step, num_steps, self.bank_ids)
-        self._refresh_buffer(step)
-        if self.strategy.probe_interval:
-            self.probe_ids = torch.sort(self.buffer[: self.args.replay_probe_size]).values
-        for ahead in range(1, self.lookahead + 1):
-            self._plan(step + ahead)
+        with self._bookkeeping():
+            self.memory.update_hazard(step)  # stage boundary
+            self.strategy.begin_stage(step, num_steps, self.bank_ids)
+            self._refresh_buffer(step)
+            if self.strategy.probe_interval:
+                self.probe_ids = torch.sort(self.buffer[: self.args.replay_probe_size]).values
+            for ahead in range(1, self.lookahead + 1):
+                self._plan(step + ahead)
         self._stage_started = True
 
     def _refresh_buffer(self, step: int) -> None:
@@ -308,18 +333,20 @@ class MSSRTrainer(SFTTrainer):
     def _after_optimizer_step(self) -> None:
         step = self.step_offset + self.state.global_step  # the global step just completed
         relative = self.state.global_step
-        self.last_ratio, replayed = self.planned.pop(step, (0.0, 0))
-        self.counters["replayed_samples"] += replayed
-        self.counters["replay_steps"] += int(replayed > 0)
         strategy = self.strategy
+        # The baselines' measurements: extra forwards, timed on their own (probe_seconds, eval_seconds).
         if strategy.probe_interval and relative % strategy.probe_interval == 0:
             strategy.observe(step, ReplaySignals(probe_loss=self._probe_loss()))
         if strategy.eval_interval and relative % strategy.eval_interval == 0:
             strategy.observe(step, ReplaySignals(scores=self._evaluate_earlier_tasks()))
-        if relative % self.args.replay_refresh_interval == 0:
-            self.memory.update_hazard(step)
-            self._refresh_buffer(step)
-        self._plan(step + self.lookahead)
+        with self._bookkeeping():
+            self.last_ratio, replayed = self.planned.pop(step, (0.0, 0))
+            self.counters["replayed_samples"] += replayed
+            self.counters["replay_steps"] += int(replayed > 0)
+            if relative % self.args.replay_refresh_interval == 0:
+                self.memory.update_hazard(step)
+                self._refresh_buffer(step)
+            self._plan(step + self.lookahead)
 
     def _probe_loss(self) -> float:
         """Mean token loss of the fixed probe set (the ``loss`` baseline's extra forwards), split across ranks."""
@@ -376,12 +403,17 @@ class MSSRTrainer(SFTTrainer):
         return result
 
     def _observe(self, ids: torch.Tensor, output) -> None:
-        nll = -output.log_probs.detach().double()  # (B, T-1), 0 where the label is ignored
-        tokens = output.label_mask.sum(-1)  # (B,)
-        losses = torch.where(tokens > 0, nll.sum(-1) / tokens.clamp(min=1), torch.nan)  # (B,)
-        ids, losses = self.accelerator.gather(ids), self.accelerator.gather(losses)  # same on every rank
-        step = self.step_offset + self.state.global_step + 1  # the optimizer step this micro-batch belongs to
-        self.memory.expose(ids.cpu(), losses.cpu(), step)  # observe, then review the finite ones
+        with self._bookkeeping():
+            nll = -output.log_probs.detach().double()  # (B, T-1), 0 where the label is ignored
+            tokens = output.label_mask.sum(-1)  # (B,)
+            losses = torch.where(tokens > 0, nll.sum(-1) / tokens.clamp(min=1), torch.nan)  # (B,)
+            ids, losses = self.accelerator.gather(ids), self.accelerator.gather(losses)  # same on every rank
+            ids, losses = ids.cpu(), losses.cpu()
+            step = self.step_offset + self.state.global_step + 1  # the optimizer step this micro-batch belongs to
+        for listener in self.exposure_listeners:
+            listener(self.memory, ids, losses, step)
+        with self._bookkeeping():
+            self.memory.expose(ids, losses, step)  # observe, then review the finite ones
 
     # ------------------------------------------------------------------ logging
 
@@ -399,6 +431,7 @@ class MSSRTrainer(SFTTrainer):
             "replay/replay_steps": self.counters["replay_steps"],
             "replay/probe_seconds": round(self.counters["probe_seconds"], 4),
             "replay/eval_seconds": round(self.counters["eval_seconds"], 4),
+            "replay/bookkeeping_seconds": round(self.counters["bookkeeping_seconds"], 4),
             "memory/skipped_losses": self.memory.skipped_losses,
         }
         if isinstance(self.strategy, IntervalReplay):
@@ -433,7 +466,7 @@ class MSSRTrainer(SFTTrainer):
         self.buffer, self.probe_ids = state["buffer"].long(), state["probe_ids"].long()
         self.generator.set_state(state["generator"])
         self.step_offset = int(state["step_offset"])
-        self.counters = dict(state["counters"])
+        self.counters = {**self.counters, **state["counters"]}  # a state saved before a counter existed keeps it at 0
         self.last_ratio = float(state["last_ratio"])
         self.planned = {int(step): (float(r), int(k)) for step, (r, k) in state["planned"].items()}
         self._restored_sampler_state = state["sampler"]

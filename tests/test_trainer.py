@@ -38,17 +38,14 @@ def task_and_bank(n_task=32, n_bank=48):
 
 
 class Recorder:
-    """Records every (step, ids, per-sample losses) the memory observes."""
+    """Records every (step, ids, per-sample losses) the memory observes, through the trainer's exposure listeners."""
 
     def __init__(self, trainer):
         self.trainer, self.calls = trainer, []
-        expose = trainer.memory.expose
+        trainer.exposure_listeners.append(self.record)
 
-        def recording_expose(ids, losses, step):
-            self.calls.append((step, ids.clone(), losses.clone()))
-            return expose(ids, losses, step)
-
-        trainer.memory.expose = recording_expose
+    def record(self, memory, ids, losses, step):
+        self.calls.append((step, ids.clone(), losses.clone()))
 
     def ids_by_step(self):
         out = {}
@@ -155,6 +152,29 @@ def test_replay_steps_hold_planned_bank_samples(tiny_model_dir, tmp_path):
         for i in by_step[step]:
             if i in bank_ids:
                 assert int(trainer.memory.last_review[i]) >= step
+
+
+def test_exposure_listeners_see_each_exposure_first_and_bookkeeping_is_counted(tiny_model_dir, tmp_path):
+    """A listener passed to the trainer is called before every memory.expose, with the memory as it was (no id of the
+    call reviewed at that step yet); MSSRTrainer's own work is timed in counters and logged."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    calls = []
+
+    def listener(memory, ids, losses, step):
+        calls.append((step, ids.tolist(), bool((memory.last_review[ids] < step).all())))
+
+    args = config(tmp_path, max_steps=4, replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5)
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok,
+                          exposure_listeners=[listener])  # fmt: skip
+    trainer.train()
+    assert [step for step, _, _ in calls] == [1, 1, 2, 2, 3, 3, 4, 4]  # one call per micro-batch
+    assert all(before for _, _, before in calls)
+    for step, ids, _ in calls:
+        assert all(int(trainer.memory.last_review[i]) >= step for i in ids)  # then the memory took them
+    assert trainer.counters["bookkeeping_seconds"] > 0
+    logged = [e["replay/bookkeeping_seconds"] for e in trainer.state.log_history if "loss" in e]  # every step
+    assert len(logged) == 4 and logged == sorted(logged) and logged[-1] > 0
 
 
 class StopAt(TrainerCallback):
