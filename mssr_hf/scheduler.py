@@ -7,7 +7,8 @@
   (Gumbel-top-k on log-weights, ``eq:prob_weight``), used both for the buffer refresh (bank -> buffer) and for the
   replay part of a batch (buffer -> batch); :func:`draw_buffer` adds the staleness cap.
 - The strategies: small objects behind the :class:`ReplayStrategy` protocol; :func:`build_strategy` maps the names
-  ``none``, ``fixed``, ``loss``, ``accuracy``, ``mssr_sch``, ``mssr_spl``, ``mssr_full`` onto them.
+  ``none``, ``fixed``, ``loss``, ``accuracy``, ``mssr_sch``, ``mssr_spl``, ``mssr_full`` onto them. It takes every
+  setting explicitly (``MSSRConfig`` holds the defaults) and checks each against one rule table (``_RULES``).
 
 Steps: ``step`` is the 1-based global index of the optimizer step a batch is formed for; a stage that starts after
 ``stage_start`` completed optimizer steps has relative steps ``r = step - stage_start`` in ``1..num_steps``.
