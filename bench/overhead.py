@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shlex
 import statistics
@@ -30,9 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, also when this file is loaded by path
+from common import ROOT, cpu_model, tiny_model_dir  # noqa: E402
+
 CONFIGS = ("sft", "none", "fixed", "er", "mssr_full")
 THREADS = 2
+# A 3.7M-parameter Llama (saved once by `prepare`, loaded by every run).
+MODEL = dict(vocab_size=2048, hidden_size=256, layers=4, intermediate_size=768, heads=8, kv_heads=4, max_positions=256)
 
 
 def task_rows(n: int, seed: int, op: str) -> list[dict]:
@@ -52,7 +55,7 @@ def single_run(config: str, steps: int, bank_size: int, workdir: Path) -> dict:
     """One training run in this process; returns its measurements."""
     import torch
     from datasets import Dataset
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, TrainerCallback
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
     from mssr_hf.mssr_config import MSSRConfig
@@ -60,13 +63,8 @@ def single_run(config: str, steps: int, bank_size: int, workdir: Path) -> dict:
     from mssr_hf.scheduler import interval_steps
 
     torch.set_num_threads(THREADS)
-    tokenizer = AutoTokenizer.from_pretrained(workdir / "tokenizer")
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=8,
-        num_key_value_heads=4, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
-    ))  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(model_dir(workdir))
+    model = AutoModelForCausalLM.from_pretrained(model_dir(workdir))
     forwards = []
     model.register_forward_hook(lambda *a: forwards.append(1))
     task = Dataset.from_list(task_rows(4096, 1, "-"))
@@ -103,21 +101,6 @@ def single_run(config: str, steps: int, bank_size: int, workdir: Path) -> dict:
             step_times.append(time.perf_counter() - self.start)
 
     trainer.add_callback(Timer())
-    bookkeeping = [0.0]  # seconds inside MSSRTrainer's own per-step work (memory, schedule, plans)
-    if config != "sft":
-
-        def timed(fn):
-            def wrapper(*a, **k):
-                start = time.perf_counter()
-                try:
-                    return fn(*a, **k)
-                finally:
-                    bookkeeping[0] += time.perf_counter() - start
-
-            return wrapper
-
-        trainer._observe = timed(trainer._observe)
-        trainer._after_optimizer_step = timed(trainer._after_optimizer_step)
     forwards.clear()
     start = time.perf_counter()
     trainer.train()
@@ -129,31 +112,23 @@ def single_run(config: str, steps: int, bank_size: int, workdir: Path) -> dict:
         "mean_step_ms": 1000 * statistics.fmean(warm), "train_seconds": wall, "forward_passes": len(forwards),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "replayed_samples": counters.get("replayed_samples", 0),
-        "bookkeeping_ms_per_step": 1000 * bookkeeping[0] / max(len(step_times), 1),
+        # MSSRTrainer's own work (gather + memory update, schedule, buffer refresh, hazard update, plans), in-process
+        "bookkeeping_ms_per_step": 1000 * counters.get("bookkeeping_seconds", 0.0) / max(len(step_times), 1),
         "parameters": sum(p.numel() for p in model.parameters()),
     }  # fmt: skip
 
 
+def model_dir(workdir: Path) -> Path:
+    return workdir / "model-h{hidden_size}-l{layers}".format(**MODEL)
+
+
 def prepare(workdir: Path) -> None:
-    from mssr_hf.tiny_model import build_tiny_tokenizer
-
-    corpus = [r["prompt"] + r["completion"] for op in "+-" for r in task_rows(2000, 3, op)]
-    build_tiny_tokenizer(corpus, vocab_size=2048).save_pretrained(workdir / "tokenizer")
+    corpus = lambda: [r["prompt"] + r["completion"] for op in "+-" for r in task_rows(2000, 3, op)]
+    tiny_model_dir(model_dir(workdir), corpus, seed=0, **MODEL)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--bank-size", type=int, default=50_000)
-    p.add_argument("--single", choices=CONFIGS, help=argparse.SUPPRESS)
-    p.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".overhead_work")
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    args = p.parse_args()
-    if args.single:
-        print(json.dumps(single_run(args.single, args.steps, args.bank_size, args.workdir)))
-        return
-
+def measure(args: argparse.Namespace) -> list[dict]:
+    """Every configuration, ``args.rounds`` times interleaved, each in a fresh subprocess; one record per run."""
     args.workdir.mkdir(parents=True, exist_ok=True)
     prepare(args.workdir)
     env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -168,7 +143,11 @@ def main() -> None:
             runs.append(run)
             print(f"[overhead] round {r} {config}: {run['median_step_ms']:.1f} ms/step, "
                   f"{run['peak_rss_mb']:.0f} MB, {run['forward_passes']} forwards", flush=True)  # fmt: skip
+    return runs
 
+
+def render(runs: list[dict], args: argparse.Namespace, command: str) -> str:
+    """Medians and targets of ``runs``; writes overhead.json and overhead.md into ``args.out``, returns the latter."""
     med = {c: {k: statistics.median(r[k] for r in runs if r["config"] == c)
                for k in ("median_step_ms", "train_seconds", "peak_rss_mb", "forward_passes", "replayed_samples",
                          "bookkeeping_ms_per_step")}
@@ -180,13 +159,11 @@ def main() -> None:
         ("mssr_full / fixed peak memory", ratio("mssr_full", "fixed", "peak_rss_mb"), 1.02),
     ]
     forwards_equal = len({med[c]["forward_passes"] for c in CONFIGS}) == 1
-    command = shlex.join([".venv/bin/python", "bench/overhead.py", *sys.argv[1:]])
     import torch
     import transformers
     import trl
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor())  # fmt: skip
+    cpu = cpu_model()
     machine = {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -220,9 +197,10 @@ def main() -> None:
         "Run-to-run range of the per-run median step time (ms): "
         + ", ".join(f"{c} {lo:.0f}-{hi:.0f}" for c, (lo, hi) in spread.items()),
         "",
-        "MSSR bookkeeping = time inside MSSRTrainer's per-step work (`_observe`: gather + memory update; "
-        "`_after_optimizer_step`: schedule, buffer refresh, hazard update, plans), measured in-process, so "
-        "run-to-run noise does not hide it. Its ratio to the `sft` step time is the overhead MSSR adds.",
+        'MSSR bookkeeping = `trainer.counters["bookkeeping_seconds"]` per step: the time MSSRTrainer spends in its '
+        "own work (gather + memory update of each micro-batch's losses; schedule, buffer refresh, hazard update and "
+        "plans after each step; the stage start), measured in-process, so run-to-run noise does not hide it. Its "
+        "ratio to the `sft` step time is the overhead MSSR adds.",
         "",
     ]
     bookkeeping_ratio = 1 + med["mssr_full"]["bookkeeping_ms_per_step"] / med["sft"]["median_step_ms"]
@@ -232,8 +210,26 @@ def main() -> None:
         lines.append(f"| {name} | {value:.3f} | {limit} | {'PASS' if value <= limit else 'FAIL'} |")
     lines.append(f"| forward passes equal across configs | {'yes' if forwards_equal else 'no'} | equal | "
                  f"{'PASS' if forwards_equal else 'FAIL'} |")  # fmt: skip
-    (args.out / "overhead.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    markdown = "\n".join(lines) + "\n"
+    (args.out / "overhead.md").write_text(markdown)
+    return markdown
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--bank-size", type=int, default=50_000)
+    p.add_argument("--single", choices=CONFIGS, help=argparse.SUPPRESS)
+    p.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".overhead_work")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = p.parse_args()
+    if args.single:
+        print(json.dumps(single_run(args.single, args.steps, args.bank_size, args.workdir)))
+        return
+    runs = measure(args)
+    command = shlex.join([".venv/bin/python", "bench/overhead.py", *sys.argv[1:]])
+    print(render(runs, args, command))
 
 
 if __name__ == "__main__":

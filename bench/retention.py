@@ -49,7 +49,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -59,7 +58,9 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, also when a test loads this file by path
+from common import ROOT, machine_line, tiny_model_dir  # noqa: E402
+
 STRATEGIES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
 EXTRA = ("er", "er_budget", "er_mssr")
 ABLATIONS: dict[str, tuple[str, list]] = {
@@ -131,16 +132,9 @@ def build_model(tier: dict[str, Any], tasks, seed: int, workdir: Path):
     from transformers import AutoTokenizer
 
     if tier["model"] == "tiny":
-        from mssr_hf.tiny_model import build_tiny_model, build_tiny_tokenizer
-
         path = workdir / f"tiny-model-h{tier['hidden_size']}-l{tier['layers']}-seed{seed}"
-        if not (path / "config.json").is_file():
-            corpus = [e["prompt"] + e["completion"] for t in tasks for e in t.load(200, 0)[0]]
-            tokenizer = build_tiny_tokenizer(corpus)
-            build_tiny_model(tokenizer, hidden_size=tier["hidden_size"], layers=tier["layers"], seed=seed)\
-                .save_pretrained(path)  # fmt: skip
-            tokenizer.save_pretrained(path)
-        model = str(path)
+        corpus = lambda: [e["prompt"] + e["completion"] for t in tasks for e in t.load(200, 0)[0]]
+        model = str(tiny_model_dir(path, corpus, hidden_size=tier["hidden_size"], layers=tier["layers"], seed=seed))
     elif tier["model"] == "smollm2":
         from mssr_hf.smollm2 import smollm2_dir
 
@@ -163,7 +157,7 @@ class ExposureLog:
     its EMA loss and its stability. Observed: its loss at the replay (measured on the forward the trainer runs
     anyway) minus its loss when its task's stage ended (one extra forward over the stage's samples, run by
     :meth:`callback` at the end of each stage, timed in :attr:`seconds` so the caller can leave it out of the
-    training time). Installed by wrapping ``SampleMemory.expose`` for one run.
+    training time). :meth:`record` is the trainer's exposure listener (``exposure_listeners=[log.record]``).
 
     Args:
         task_bounds (`list[int]`): the first id of each task after the first (ids are given task by task).
@@ -181,25 +175,8 @@ class ExposureLog:
         self.stages_done = 0
         self.seconds = 0.0
 
-    def __enter__(self) -> ExposureLog:
-        from mssr_hf.memory import SampleMemory
-
-        self._original = original = SampleMemory.expose
-        log = self
-
-        def expose(memory, ids, losses, step):
-            log.record(memory, ids, losses, step)
-            return original(memory, ids, losses, step)
-
-        SampleMemory.expose = expose
-        return self
-
-    def __exit__(self, *exc) -> None:
-        from mssr_hf.memory import SampleMemory
-
-        SampleMemory.expose = self._original
-
     def record(self, memory, ids, losses, step: int) -> None:
+        """Called by the trainer right before ``memory.expose(ids, losses, step)``."""
         import torch
 
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)
@@ -330,11 +307,10 @@ def run_one(tier, tasks, variant: str, strategy: str, overrides: dict, seed: int
     runner = ContinualRunner(
         model, tasks, args, tokenizer=tokenizer, peft_config=peft_config, eval_size=tier["eval_size"],
         train_size=tier["train_size"], eval_batch_size=tier["eval_batch_size"],
-        callbacks=[log.callback()] if strategy != "none" else [],
+        callbacks=[log.callback()] if strategy != "none" else [], exposure_listeners=[log.record],
     )  # fmt: skip
     start = time.perf_counter()
-    with log:
-        results = runner.run()
+    results = runner.run()
     wall = time.perf_counter() - start - log.seconds
     stages = results["stages"]
     record = {
@@ -474,16 +450,6 @@ def plot(summary: dict[str, Any], path: Path, title: str) -> Path:
     return path
 
 
-def machine() -> str:
-    cpu = platform.processor() or "cpu"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, no GPU"
-
-
 # ----------------------------------------------------------------------------------------------------------- main
 
 
@@ -504,7 +470,7 @@ def load_config(path: Path) -> dict[str, Any]:
     return {**TIERS[base], **config}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tier", choices=list(TIERS), default="S")
     p.add_argument("--config", type=Path, help="YAML file with a sequence (tasks: [...]) and settings")
@@ -524,11 +490,13 @@ def main(argv: list[str] | None = None) -> int:
         "--set", nargs="+", default=[], metavar="FIELD=VALUE",
         help="MSSRConfig settings for every variant (e.g. replay_zeta=0.5); they are added to the run's name",
     )  # fmt: skip
-    a = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def resolve_tier(a: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The tier's settings after ``--config``, ``--dev``, ``--seeds``, ``--steps``, ``--set``, and the run's name."""
     import yaml
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     tier = load_config(a.config) if a.config else dict(TIERS[a.tier])
     if a.dev:
         tier["tasks"] = tier["dev_tasks"]
@@ -545,6 +513,46 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--set {item}: expected FIELD=VALUE")
         tier["mssr"] = {**tier["mssr"], field: yaml.safe_load(value)}
         name += f"+{field}={value}"
+    return tier, name
+
+
+def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir: Path) -> None:
+    """Train every (variant, seed) of ``plan`` that has no ``out/runs/<variant>-seed<k>.json`` yet, and write it."""
+    for seed in tier["seeds"]:
+        for variant, strategy, overrides in plan:
+            path = out / "runs" / f"{variant}-seed{seed}.json"
+            if path.is_file():
+                continue
+            if variant == "er_budget":
+                overrides = {**overrides, **budget_settings(out, seed, tier, len(tasks))}
+            print(f"[{name}] {variant} seed {seed}: {' -> '.join(t.name for t in tasks)}", flush=True)
+            record = run_one(tier, tasks, variant, strategy, overrides, seed, workdir)
+            path.write_text(json.dumps(record, indent=1) + "\n")
+            m = record["metrics"]
+            print(f"[{name}] {variant} seed {seed}: final {m['final_average']:.3f} forgetting "
+                  f"{m['average_forgetting']:.3f} replayed {record['replayed_samples']} "
+                  f"train {record['train_seconds']:.0f} s", flush=True)  # fmt: skip
+
+
+def render(records: list[dict[str, Any]], plan, tier: dict[str, Any], tasks, name: str, out: Path, command: str):
+    """Write ``summary.json``, ``summary.md`` and ``retention.png`` into ``out`` from the run records; returns the
+    Markdown."""
+    summary = summarize(records, [v for v, _, _ in plan] + sorted({r["variant"] for r in records}))
+    meta = {
+        "name": name, "tasks": [t.name for t in tasks], "model": tier["model"], "steps": tier["steps"],
+        "batch_size": tier["batch_size"], "learning_rate": tier["learning_rate"], "eval_size": tier["eval_size"],
+        "seeds": sorted({r["seed"] for r in records}), "machine": machine_line(), "command": command,
+    }  # fmt: skip
+    (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
+    (out / "summary.md").write_text(markdown(summary, meta))
+    plot(summary, out / "retention.png", f"{name}: {' -> '.join(meta['tasks'])}")
+    return markdown(summary, meta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    tier, name = resolve_tier(a)
     from mssr_hf.tasks import get_sequence
 
     tasks = get_sequence(tier["tasks"])
@@ -555,38 +563,15 @@ def main(argv: list[str] | None = None) -> int:
         plan.sort(key=lambda v: v[0] == "er_budget")  # er_budget needs mssr_full's replay count of the same seed
 
     if not a.summary_only:
-        for seed in tier["seeds"]:
-            for variant, strategy, overrides in plan:
-                path = out / "runs" / f"{variant}-seed{seed}.json"
-                if path.is_file():
-                    continue
-                if variant == "er_budget":
-                    overrides = {**overrides, **budget_settings(out, seed, tier, len(tasks))}
-                print(f"[{name}] {variant} seed {seed}: {' -> '.join(t.name for t in tasks)}", flush=True)
-                record = run_one(tier, tasks, variant, strategy, overrides, seed, a.workdir / name)
-                path.write_text(json.dumps(record, indent=1) + "\n")
-                m = record["metrics"]
-                print(f"[{name}] {variant} seed {seed}: final {m['final_average']:.3f} forgetting "
-                      f"{m['average_forgetting']:.3f} replayed {record['replayed_samples']} "
-                      f"train {record['train_seconds']:.0f} s", flush=True)  # fmt: skip
-
+        run_missing(plan, tier, tasks, name, out, a.workdir / name)
     records = [json.loads(f.read_text()) for f in sorted((out / "runs").glob("*.json"))]
-    # The command that trains these runs: a re-render (--summary-only) names it, not itself.
-    run_args = [arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--summary-only"]
     if not records:
         print(f"no runs in {out / 'runs'}", file=sys.stderr)
         return 1
-    summary = summarize(records, [v for v, _, _ in plan] + sorted({r["variant"] for r in records}))
-    meta = {
-        "name": name, "tasks": [t.name for t in tasks], "model": tier["model"], "steps": tier["steps"],
-        "batch_size": tier["batch_size"], "learning_rate": tier["learning_rate"], "eval_size": tier["eval_size"],
-        "seeds": sorted({r["seed"] for r in records}), "machine": machine(),
-        "command": ".venv/bin/python bench/retention.py " + shlex.join(run_args),
-    }  # fmt: skip
-    (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
-    (out / "summary.md").write_text(markdown(summary, meta))
-    plot(summary, out / "retention.png", f"{name}: {' -> '.join(meta['tasks'])}")
-    print(markdown(summary, meta))
+    # The command that trains these runs: a re-render (--summary-only) names it, not itself.
+    run_args = [arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--summary-only"]
+    command = ".venv/bin/python bench/retention.py " + shlex.join(run_args)
+    print(render(records, plan, tier, tasks, name, out, command))
     return 0
 
 

@@ -9,9 +9,12 @@ times, over repeated runs at increasing steps:
 - ``update_hazard``: ``memory.update_hazard(step)`` over the whole bank;
 - ``strength``: ``memory.strength(None, step)``;
 - ``replay_weights``: ``memory.replay_weights(None, step)``;
-- ``refresh_mssr_full``: ``draw_buffer(bank_ids, 1024, build_strategy("mssr_full"), memory, step, generator)``
-  (Gumbel-top-k on the memory's log replay weights);
-- ``refresh_fixed``: the same with ``build_strategy("fixed")`` (uniform, no memory weights).
+- ``refresh_mssr_full``: ``draw_buffer(bank_ids, 1024, strategy, memory, step, generator)`` with the ``mssr_full``
+  strategy (Gumbel-top-k on the memory's log replay weights);
+- ``refresh_fixed``: the same with the ``fixed`` strategy (uniform, no memory weights).
+
+The memory and both strategies are built from ``MSSRConfig``'s defaults (``memory_from_config``,
+``strategy_from_config``), as a user gets them.
 
 It also reports the state bytes per sample (tensors of ``memory.state_dict()`` / N), the RSS growth of the warmed
 memory and the peak extra RSS while each operation runs, and a torch-profiler breakdown (top ops by self CPU time)
@@ -43,12 +46,12 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the benchmark runs from a checkout; do not rely on the editable install
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, also when this file is loaded by path
+from common import ROOT, cpu_model  # noqa: E402
 
 from mssr_hf.memory import SampleMemory  # noqa: E402
-from mssr_hf.scheduler import build_strategy, draw_buffer  # noqa: E402
+from mssr_hf.mssr_config import MSSRConfig, memory_from_config, strategy_from_config  # noqa: E402
+from mssr_hf.scheduler import draw_buffer  # noqa: E402
 
 try:
     import psutil
@@ -209,31 +212,32 @@ def profile_ops(calls: dict, top: int) -> dict[str, list[dict]]:
     return out
 
 
+def product_config(seed: int, strategy: str = "mssr_full") -> MSSRConfig:
+    """MSSRConfig's defaults (what a user gets) with the benchmark's seed, to build the memory and strategies from."""
+    return MSSRConfig(output_dir=str(ROOT / "bench" / ".scale_work"), use_cpu=True, report_to=[], replay_seed=seed,
+                      replay_strategy=strategy)  # fmt: skip
+
+
 def prime_torch(seed: int) -> None:
     """Run every benchmarked code path once on a tiny bank, so that lazily loaded kernels and allocator pools are
     in the RSS baseline rather than counted as growth of the first size."""
     gen = torch.Generator().manual_seed(seed)
-    memory = SampleMemory(4096, seed=seed)
+    memory = memory_from_config(product_config(seed), 4096)
     step = warm_up(memory, gen, 0.9) + 1
     memory.observe(torch.arange(BATCH), random_losses(BATCH, gen), step)
     memory.review(torch.arange(BATCH), step)
     memory.strength(None, step), memory.replay_weights(None, step)
     for name in ("mssr_full", "fixed"):
-        draw_buffer(torch.arange(4096), BUFFER, build_strategy(name), memory, step, gen)
+        draw_buffer(torch.arange(4096), BUFFER, strategy_from_config(product_config(seed, name)), memory, step, gen)
     del memory
     gc.collect()
 
 
-def run_size(n: int, args: argparse.Namespace) -> dict:
-    torch.set_num_threads(args.threads)
-    prime_torch(args.seed)
-    reset_peak_rss()
+def warmed_memory(n: int, args: argparse.Namespace, data_gen: torch.Generator) -> tuple[SampleMemory, int, dict]:
+    """A memory of ``n`` samples built from the product's defaults and warmed up; its state and RSS figures."""
     rss0 = rss_bytes()
-    data_gen = torch.Generator().manual_seed(args.seed)
-    draw_gen = torch.Generator().manual_seed(args.seed + 1)
-
     t0 = time.perf_counter()
-    memory = SampleMemory(n, seed=args.seed)
+    memory = memory_from_config(product_config(args.seed), n)
     step = warm_up(memory, data_gen, args.warm_fraction)
     warm_s = time.perf_counter() - t0
     gc.collect()
@@ -252,7 +256,48 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         "strength_mean": float(m.mean()), "strength_max": float(m.max()),
         "distinct_hazards": int(torch.unique(memory.hazard).numel()),
     }  # fmt: skip
-    del m
+    figures = {"warm_info": warm_info, "tensor_bytes": tensor_bytes, "rss0": rss0, "rss_state": rss_state,
+               "peak_warm": peak_warm}  # fmt: skip
+    return memory, step, figures
+
+
+def time_operations(calls: dict, observe_review, batch_calls: int, repeats: int) -> tuple[dict, dict, int]:
+    """Wall/CPU time of observe+review (``batch_calls`` calls) and of each bank-wide op (``repeats`` calls), with the
+    peak extra RSS while each runs; returns (timings, peaks, absolute peak RSS)."""
+    timings: dict[str, dict] = {}
+    peaks: dict[str, int] = {}  # peak RSS while the op ran, minus RSS just before
+    peak_all = 0  # absolute peak RSS over all timed ops
+    observe_review(batch_calls)  # untimed warm call
+    gc.collect()
+    gc.disable()
+    try:
+        reset_peak_rss()
+        rss_before = rss_bytes()
+        timings["observe_review"] = time_calls(observe_review, range(batch_calls))
+        peak_all = max(peak_all, peak_rss_bytes())
+        peaks["observe_review"] = max(0, peak_rss_bytes() - rss_before)
+
+        for name, fn in calls.items():
+            fn()  # untimed warm call
+            gc.collect()
+            reset_peak_rss()
+            rss_before = rss_bytes()
+            timings[name] = time_calls(lambda _, f=fn: f(), range(repeats))
+            peak_all = max(peak_all, peak_rss_bytes())
+            peaks[name] = max(0, peak_rss_bytes() - rss_before)
+    finally:
+        gc.enable()
+    return timings, peaks, peak_all
+
+
+def run_size(n: int, args: argparse.Namespace) -> dict:
+    """Everything measured at bank size ``n`` (runs in a worker subprocess)."""
+    torch.set_num_threads(args.threads)
+    prime_torch(args.seed)
+    reset_peak_rss()
+    data_gen = torch.Generator().manual_seed(args.seed)
+    draw_gen = torch.Generator().manual_seed(args.seed + 1)
+    memory, step, figures = warmed_memory(n, args, data_gen)
 
     clock = [step]
 
@@ -261,7 +306,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         return clock[0]
 
     bank_ids = torch.arange(n)
-    full, fixed = build_strategy("mssr_full"), build_strategy("fixed")
+    full, fixed = (strategy_from_config(product_config(args.seed, name)) for name in ("mssr_full", "fixed"))
     bank_fns = {
         "update_hazard": lambda: memory.update_hazard(next_step()),
         "strength": lambda: memory.strength(None, next_step()),
@@ -275,10 +320,6 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         picked = bank_fns[key]()
         assert picked.numel() == min(BUFFER, n) and torch.unique(picked).numel() == picked.numel(), key
 
-    timings: dict[str, dict] = {}
-    peaks: dict[str, int] = {}  # peak RSS while the op ran, minus RSS just before
-    peak_all = peak_warm  # absolute peak RSS over warm-up and all timed ops (not the profiler)
-
     # observe + review of a batch of random ids; ids and losses are drawn before timing.
     calls = args.batch_calls
     batch_ids = torch.randint(0, n, (calls + 1, BATCH), generator=data_gen)
@@ -288,27 +329,7 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
         s = next_step()
         memory.expose(batch_ids[i], batch_losses[i], s)  # observe + review, as MSSRTrainer calls it
 
-    observe_review(calls)  # untimed warm call
-    gc.collect()
-    gc.disable()
-    try:
-        reset_peak_rss()
-        rss_before = rss_bytes()
-        timings["observe_review"] = time_calls(observe_review, range(calls))
-        peak_all = max(peak_all, peak_rss_bytes())
-        peaks["observe_review"] = max(0, peak_rss_bytes() - rss_before)
-
-        for name, fn in bank_fns.items():
-            fn()  # untimed warm call
-            gc.collect()
-            reset_peak_rss()
-            rss_before = rss_bytes()
-            timings[name] = time_calls(lambda _, f=fn: f(), range(args.repeats))
-            peak_all = max(peak_all, peak_rss_bytes())
-            peaks[name] = max(0, peak_rss_bytes() - rss_before)
-    finally:
-        gc.enable()
-
+    timings, peaks, peak_ops = time_operations(bank_fns, observe_review, calls, args.repeats)
     for name in BANK_OPS:
         timings[name]["ns_per_sample"] = timings[name]["median_ms"] * 1e6 / n
     timings["observe_review"]["ns_per_id"] = timings["observe_review"]["median_ms"] * 1e6 / BATCH
@@ -326,16 +347,17 @@ def run_size(n: int, args: argparse.Namespace) -> dict:
             top=args.profile_top,
         )
 
+    tensor_bytes, rss0 = figures["tensor_bytes"], figures["rss0"]
     return {
         "n": n,
-        "warmup": warm_info,
+        "warmup": figures["warm_info"],
         "state_bytes_total": sum(tensor_bytes.values()),
         "state_bytes_per_sample": sum(tensor_bytes.values()) / n,
         "state_tensor_bytes": tensor_bytes,
         "rss_baseline_bytes": rss0,
-        "rss_growth_warm_bytes": rss_state - rss0,
-        "peak_rss_growth_warmup_bytes": peak_warm - rss0,
-        "peak_rss_growth_bytes": peak_all - rss0,
+        "rss_growth_warm_bytes": figures["rss_state"] - rss0,
+        "peak_rss_growth_warmup_bytes": figures["peak_warm"] - rss0,
+        "peak_rss_growth_bytes": max(figures["peak_warm"], peak_ops) - rss0,
         "peak_extra_rss_bytes_during_op": peaks,
         "timings": timings,
         "profile": profile,
@@ -358,15 +380,7 @@ def parse_size(text: str, minimum: int = 1) -> int:
 
 
 def machine_info(args: argparse.Namespace) -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     mem_total = None
     try:
         with open("/proc/meminfo") as f:
@@ -589,6 +603,52 @@ def worker_argv(args: argparse.Namespace, n: int) -> list[str]:
     ]  # fmt: skip
 
 
+def measure_size(n: int, args: argparse.Namespace) -> dict:
+    """:func:`run_size` in a fresh worker (or in this process with ``--in-process``), plus the wall time and the CPU
+    other processes used meanwhile."""
+    print(f"[scale] N={n:.0e} ...", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    sys0, own0 = system_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    if args.in_process:
+        res = run_size(n, args)
+    else:
+        proc = subprocess.run(worker_argv(args, n), capture_output=True, text=True)
+        if proc.returncode != 0:
+            err = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+            print(f"[scale] N={n:.0e} failed: {err}", file=sys.stderr, flush=True)
+            return {"n": n, "error": err, "returncode": proc.returncode}
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+    wall = time.perf_counter() - t0
+    sys1, own1 = system_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    if sys0 and sys1 and not args.in_process:
+        own = (own1.ru_utime - own0.ru_utime) + (own1.ru_stime - own0.ru_stime)
+        # CPU used by other processes while this size ran, in cores (0 = quiet machine).
+        res["other_cpu_cores"] = max(0.0, (sys1[0] - sys0[0]) - own) / wall
+        res["steal_cores"] = (sys1[1] - sys0[1]) / wall
+    res["wall_seconds"] = wall
+    res["loadavg_after"] = loadavg()
+    t = res["timings"]
+    print(
+        f"[scale] N={n:.0e} done in {time.perf_counter() - t0:.1f}s: observe+review "
+        f"{t['observe_review']['median_ms']:.3f} ms, update_hazard {t['update_hazard']['median_ms']:.2f} ms, "
+        f"refresh mssr_full {t['refresh_mssr_full']['median_ms']:.2f} ms, "
+        f"{res['state_bytes_per_sample']:.2f} B/sample",
+        file=sys.stderr,
+        flush=True,
+    )
+    return res
+
+
+def render(report: dict, out: Path) -> str:
+    """Write ``scale.json`` and ``scale.md`` (with the targets) into ``out``; returns the Markdown."""
+    report["targets"] = evaluate_targets(report["results"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
+    md = render_markdown(report)
+    (out / "scale.md").write_text(md)
+    return md
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.repeats < 1 or args.batch_calls < 1 or args.threads < 1:
@@ -606,53 +666,14 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join([str(shown), os.path.relpath(Path(__file__).resolve()), *sys.argv[1:]])
     if os.environ.get("GLIBC_TUNABLES"):  # the allocator setting changes the results at large N: record it
         command = f"GLIBC_TUNABLES={shlex.quote(os.environ['GLIBC_TUNABLES'])} {command}"
-    results = []
     load_start = loadavg()
-    for n in args.sizes:
-        print(f"[scale] N={n:.0e} ...", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        sys0, own0 = system_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        if args.in_process:
-            res = run_size(n, args)
-        else:
-            proc = subprocess.run(worker_argv(args, n), capture_output=True, text=True)
-            if proc.returncode != 0:
-                err = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-                print(f"[scale] N={n:.0e} failed: {err}", file=sys.stderr, flush=True)
-                results.append({"n": n, "error": err, "returncode": proc.returncode})
-                continue
-            res = json.loads(proc.stdout.strip().splitlines()[-1])
-        wall = time.perf_counter() - t0
-        sys1, own1 = system_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        if sys0 and sys1 and not args.in_process:
-            own = (own1.ru_utime - own0.ru_utime) + (own1.ru_stime - own0.ru_stime)
-            # CPU used by other processes while this size ran, in cores (0 = quiet machine).
-            res["other_cpu_cores"] = max(0.0, (sys1[0] - sys0[0]) - own) / wall
-            res["steal_cores"] = (sys1[1] - sys0[1]) / wall
-        res["wall_seconds"] = wall
-        res["loadavg_after"] = loadavg()
-        results.append(res)
-        t = res["timings"]
-        print(
-            f"[scale] N={n:.0e} done in {time.perf_counter() - t0:.1f}s: observe+review "
-            f"{t['observe_review']['median_ms']:.3f} ms, update_hazard {t['update_hazard']['median_ms']:.2f} ms, "
-            f"refresh mssr_full {t['refresh_mssr_full']['median_ms']:.2f} ms, "
-            f"{res['state_bytes_per_sample']:.2f} B/sample",
-            file=sys.stderr,
-            flush=True,
-        )
-
+    results = [measure_size(n, args) for n in args.sizes]
     report = {
         "command": command, "cwd": os.getcwd(), "machine": machine_info(args), "sizes": args.sizes,
         "repeats": args.repeats, "batch_calls": args.batch_calls, "batch": BATCH, "buffer": BUFFER,
         "warm_fraction": args.warm_fraction, "seed": args.seed, "loadavg_start": load_start, "results": results,
     }  # fmt: skip
-    report["targets"] = evaluate_targets(results)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
-    md = render_markdown(report)
-    (args.out / "scale.md").write_text(md)
-    print(md)
+    print(render(report, args.out))
     failed = any(t["pass"] is False for t in report["targets"]) or any("error" in r for r in results)
     return 1 if failed else 0
 

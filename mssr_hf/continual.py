@@ -35,8 +35,8 @@ from transformers.trainer_utils import get_last_checkpoint
 from . import metrics
 from .evaluation import evaluate_task
 from .memory import SampleMemory
-from .mssr_config import MSSRConfig
-from .mssr_trainer import MSSRTrainer, memory_from_config, strategy_from_config
+from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
+from .mssr_trainer import MSSRTrainer
 from .state_io import has_state, load_state, save_state
 from .tasks import TaskSpec, get_sequence
 from .tasks.spec import truncate_keeping_answer
@@ -71,6 +71,7 @@ class ContinualRunner:
             `accuracy` strategy evaluates during training.
         model_init_kwargs (`dict`, *optional*): keyword arguments for ``from_pretrained`` when ``model`` is a str.
         callbacks (`list[TrainerCallback]`, *optional*): passed to every stage's trainer.
+        exposure_listeners (`list[Callable]`, *optional*): passed to every stage's trainer (see `MSSRTrainer`).
         hub_api (*optional*): a `huggingface_hub.HfApi`-like client for publishing (tests pass a stand-in).
     """
 
@@ -89,6 +90,7 @@ class ContinualRunner:
         accuracy_eval_size: int = 32,
         model_init_kwargs: dict[str, Any] | None = None,
         callbacks: list | None = None,
+        exposure_listeners: list | None = None,
         hub_api=None,
     ):
         self.tasks = get_sequence(tasks)
@@ -111,6 +113,7 @@ class ContinualRunner:
         self.eval_batch_size, self.accuracy_eval_size = eval_batch_size, accuracy_eval_size
         self.hub_api = hub_api
         self.callbacks = list(callbacks or [])
+        self.exposure_listeners = list(exposure_listeners or [])
         self.state = PartialState()
 
     # ------------------------------------------------------------------ the recipe
@@ -175,6 +178,7 @@ class ContinualRunner:
             memory=memory, strategy=None if first else strategy,
             evaluate_fn=evaluate_earlier if stage_args.replay_strategy == "accuracy" else None,
             peft_config=self.peft_config if first else None, callbacks=self.callbacks,
+            exposure_listeners=self.exposure_listeners,
         )  # fmt: skip
 
     def _evaluate(self, model, task: TaskSpec, examples: Dataset) -> float:

@@ -10,7 +10,9 @@ stored lazily (App. A, "Lazy update"): each sample keeps an anchor ``(anchor_ste
 hazard ``h``; ``m(t) = exp(log m_anchor - h (t - anchor))``. Everything is kept in log space, so no output
 overflows or underflows however long a sample goes unreviewed.
 
-This module imports torch and numpy only: tensors in, tensors out.
+Hyperparameters have no defaults here: ``MSSRConfig`` holds them (the paper's values) and
+``mssr_hf.mssr_config.memory_from_config`` passes them in. This module imports torch and numpy only: tensors in,
+tensors out.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import torch
 PHI_CHOICES = ("sigmoid", "identity", "power", "log")
 WEIGHTINGS = ("power", "gain", "calibrated")
 
-# Hyperparameters recorded in ``state_dict`` and checked on load.
+# SampleMemory's hyperparameters (its keyword arguments but ``seed``), in signature order: checked on construction,
+# recorded in ``state_dict`` and compared on load.
 _HPARAM_NAMES = (
     "alpha", "gamma_d", "phi", "phi_k", "phi_c", "phi_p", "phi_kappa", "ema_beta", "quantiles", "eta_s", "beta_s",
     "rho", "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "weighting", "beta_m", "calibration_decay",
@@ -348,89 +351,107 @@ class ForgettingModel:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+class HyperparameterError(ValueError):
+    """A constructor rejected a hyperparameter: argument ``argument`` of ``owner`` holds ``value``, which breaks
+    ``rule``. Raised by :class:`SampleMemory` and :func:`~mssr_hf.scheduler.build_strategy`; ``MSSRConfig`` catches it
+    and names its own field instead of the argument."""
+
+    def __init__(self, owner: str, argument: str, value: Any, rule: str):
+        self.owner, self.argument, self.value, self.rule = owner, argument, value, rule
+        super().__init__(f"{owner}: {argument}={value!r} is invalid: {rule}.")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def _check_hparams(hp: dict[str, Any]) -> None:
+    """The rules every :class:`SampleMemory` hyperparameter must satisfy, checked in order on the raw values."""
+
+    def need(ok: bool, name: str, rule: str) -> None:
+        if not ok:
+            raise HyperparameterError("SampleMemory", name, hp[name], rule)
+
+    for name, value in hp.items():
+        if name not in ("phi", "weighting", "quantiles"):
+            need(_finite(value), name, "must be a finite number")
+    need(hp["phi"] in PHI_CHOICES, "phi", f"choose one of {PHI_CHOICES}")
+    need(hp["weighting"] in WEIGHTINGS, "weighting", "choose 'power' (m^-zeta), 'gain' or 'calibrated'")
+    for name in ("alpha", "gamma_d", "eta_s", "rho", "gamma_s", "sigma_s", "zeta", "beta_m"):
+        need(hp[name] >= 0, name, "must be >= 0")
+    need(hp["phi_k"] > 0, "phi_k", "the sigmoid slope must be > 0")
+    need(hp["phi_p"] > 0, "phi_p", "the power exponent must be > 0")
+    need(hp["phi_kappa"] > 0, "phi_kappa", "kappa of the log mapping must be > 0")
+    need(0.0 < hp["ema_beta"] < 1.0, "ema_beta", "must lie in (0, 1)")
+    q = hp["quantiles"]
+    pair = isinstance(q, Sequence) and len(q) == 2 and all(_finite(v) for v in q)
+    need(pair and 0.0 <= q[0] < q[1] <= 1.0, "quantiles", "need (q_l, q_u) with 0 <= q_l < q_u <= 1")
+    need(0.0 < hp["beta_s"] <= 1.0, "beta_s", "must lie in (0, 1]")
+    need(hp["s_min"] > 0, "s_min", "must be > 0")
+    need(hp["s_min"] <= hp["s_max"], "s_min", f"must be <= s_max={hp['s_max']}")
+    s_range = f"[s_min, s_max]=[{hp['s_min']}, {hp['s_max']}]"
+    need(hp["s_min"] <= hp["s_init"] <= hp["s_max"], "s_init", f"must lie in {s_range}")
+    need(0.0 < hp["calibration_decay"] <= 1.0, "calibration_decay", "must lie in (0, 1]")
+    need(hp["calibration_prior"] >= 0, "calibration_prior", "must be >= 0")
+
+
 class SampleMemory:
     r"""Per-sample memory state of MSSR (paper Sec. 3.1 and App. A), for samples with ids ``0..N-1``.
 
     Every training exposure of a sample (its own stage or a replay) is an :meth:`observe` then a :meth:`review` at
     that step; :meth:`update_hazard` is the epoch-level update (``eq:epoch_update``), called every buffer refresh
-    and at stage boundaries. Defaults are the paper's (Table ``tab:memory_hparams``, $\zeta$ from
-    ``tab:replay_hparams``).
+    and at stage boundaries.
+
+    Every hyperparameter is required: their defaults (the paper's Table ``tab:memory_hparams``, $\zeta$ from
+    ``tab:replay_hparams``) live in one place, ``MSSRConfig``'s ``memory_*`` / ``replay_*`` fields, and
+    ``mssr_hf.mssr_config.memory_from_config`` builds a memory from a config. A value outside its range raises a
+    :class:`HyperparameterError` naming the argument and the rule.
 
     Args:
-        num_samples (`int`): initial bank size N (ids ``0..N-1``); :meth:`extend` adds more.
-        alpha (`float`, *optional*, defaults to `0.01`): baseline decay $\alpha$.
-        gamma_d (`float`, *optional*, defaults to `0.2`): loss sensitivity $\gamma_d$.
-        phi (`str`, *optional*, defaults to `"sigmoid"`): the mapping $\phi$: `sigmoid`, `identity`, `power`, `log`.
-        phi_k (`float`, *optional*, defaults to `10.0`), phi_c (`float`, *optional*, defaults to `0.5`): sigmoid
-            slope $k$ and centre $c$.
-        phi_p (`float`, *optional*, defaults to `2.0`): exponent $p$ of `power`.
-        phi_kappa (`float`, *optional*, defaults to `10.0`): $\kappa$ of `log`.
-        ema_beta (`float`, *optional*, defaults to `0.95`): $\beta_{ema}$ in (0, 1).
-        quantiles (`tuple[float, float]`, *optional*, defaults to `(0.05, 0.95)`): $(q_l, q_u)$.
-        eta_s (`float`, *optional*, defaults to `0.05`): consolidation step $\eta_s$.
-        beta_s (`float`, *optional*, defaults to `0.5`): saturation exponent $\beta_s$.
-        rho (`float`, *optional*, defaults to `0.01`): spacing sensitivity $\rho$.
-        gamma_s (`float`, *optional*, defaults to `1.0`): error-driven reinforcement $\gamma_s$.
-        s_min (`float`, *optional*, defaults to `1.0`), s_max (`float`, *optional*, defaults to `10.0`): stability
-            clipping range.
-        s_init (`float`, *optional*, defaults to `1.0`): initial stability $S_{i,0}$.
-        sigma_s (`float`, *optional*, defaults to `0.0`): std of the consolidation noise $\epsilon$.
-        zeta (`float`, *optional*, defaults to `1.0`): prioritisation strength $\zeta$ of ``eq:prob_weight``.
-        weighting (`str`, *optional*, defaults to `"power"`): `power` ($m^{-\zeta}$), `gain`
-            ($(1-m)^{\beta_m} e^{\rho\Delta t}$) or `calibrated` ($e^{\zeta \hat r / \sigma_{\hat r}}$, with $\hat r$
-            the loss rise predicted by the fitted :class:`ForgettingModel`).
-        beta_m (`float`, *optional*, defaults to `1.0`): exponent $\beta_m$ of the `gain` weighting.
-        calibration_decay (`float`, *optional*, defaults to `0.99`): weight kept by the forgetting model's past
-            evidence at each exposure, in (0, 1].
-        calibration_prior (`float`, *optional*, defaults to `0.1`): the forgetting model's prior slope of the loss
-            rise on $\log(1 + \Delta t)$.
-        seed (`int`, *optional*, defaults to `0`): seed of the generator behind $\epsilon$.
+        num_samples (`int`, *optional*, defaults to `0`): initial bank size N (ids ``0..N-1``); :meth:`extend` adds
+            more.
+        alpha (`float`): baseline decay $\alpha \ge 0$.
+        gamma_d (`float`): loss sensitivity $\gamma_d \ge 0$.
+        phi (`str`): the mapping $\phi$: `sigmoid`, `identity`, `power`, `log`.
+        phi_k (`float`), phi_c (`float`): sigmoid slope $k > 0$ and centre $c$.
+        phi_p (`float`): exponent $p > 0$ of `power`.
+        phi_kappa (`float`): $\kappa > 0$ of `log`.
+        ema_beta (`float`): $\beta_{ema}$ in (0, 1).
+        quantiles (`tuple[float, float]`): $(q_l, q_u)$, $0 \le q_l < q_u \le 1$.
+        eta_s (`float`): consolidation step $\eta_s \ge 0$.
+        beta_s (`float`): saturation exponent $\beta_s \in (0, 1]$.
+        rho (`float`): spacing sensitivity $\rho \ge 0$.
+        gamma_s (`float`): error-driven reinforcement $\gamma_s \ge 0$.
+        s_min (`float`), s_max (`float`): stability clipping range, $0 < S_{min} \le S_{max}$.
+        s_init (`float`): initial stability $S_{i,0} \in [S_{min}, S_{max}]$.
+        sigma_s (`float`): std of the consolidation noise $\epsilon$, >= 0.
+        zeta (`float`): prioritisation strength $\zeta \ge 0$ of ``eq:prob_weight``.
+        weighting (`str`): `power` ($m^{-\zeta}$), `gain` ($(1-m)^{\beta_m} e^{\rho\Delta t}$) or `calibrated`
+            ($e^{\zeta \hat r / \sigma_{\hat r}}$, with $\hat r$ the loss rise predicted by the fitted
+            :class:`ForgettingModel`).
+        beta_m (`float`): exponent $\beta_m \ge 0$ of the `gain` weighting.
+        calibration_decay (`float`): weight kept by the forgetting model's past evidence at each exposure, in (0, 1].
+        calibration_prior (`float`): the forgetting model's prior slope of the loss rise on $\log(1 + \Delta t)$,
+            >= 0.
+        seed (`int`): seed of the generator behind $\epsilon$.
     """
 
     def __init__(
-        self,
-        num_samples: int = 0,
-        *,
-        alpha: float = 0.01,
-        gamma_d: float = 0.2,
-        phi: str = "sigmoid",
-        phi_k: float = 10.0,
-        phi_c: float = 0.5,
-        phi_p: float = 2.0,
-        phi_kappa: float = 10.0,
-        ema_beta: float = 0.95,
-        quantiles: Sequence[float] = (0.05, 0.95),
-        eta_s: float = 0.05,
-        beta_s: float = 0.5,
-        rho: float = 0.01,
-        gamma_s: float = 1.0,
-        s_min: float = 1.0,
-        s_max: float = 10.0,
-        s_init: float = 1.0,
-        sigma_s: float = 0.0,
-        zeta: float = 1.0,
-        weighting: str = "power",
-        beta_m: float = 1.0,
-        calibration_decay: float = 0.99,
-        calibration_prior: float = 0.1,
-        seed: int = 0,
-    ):
-        self.alpha, self.gamma_d = float(alpha), float(gamma_d)
-        self.phi, self.phi_k, self.phi_c, self.phi_p, self.phi_kappa = (
-            phi,
-            float(phi_k),
-            float(phi_c),
-            float(phi_p),
-            float(phi_kappa),
-        )
-        self.ema_beta = float(ema_beta)
-        self.quantiles = tuple(float(q) for q in quantiles)
-        self.eta_s, self.beta_s, self.rho, self.gamma_s = float(eta_s), float(beta_s), float(rho), float(gamma_s)
-        self.s_min, self.s_max, self.s_init, self.sigma_s = float(s_min), float(s_max), float(s_init), float(sigma_s)
-        self.zeta, self.weighting, self.beta_m = float(zeta), weighting, float(beta_m)
-        self.calibration_decay, self.calibration_prior = float(calibration_decay), float(calibration_prior)
+        self, num_samples: int = 0, *, alpha: float, gamma_d: float, phi: str, phi_k: float, phi_c: float,
+        phi_p: float, phi_kappa: float, ema_beta: float, quantiles: Sequence[float], eta_s: float, beta_s: float,
+        rho: float, gamma_s: float, s_min: float, s_max: float, s_init: float, sigma_s: float, zeta: float,
+        weighting: str, beta_m: float, calibration_decay: float, calibration_prior: float, seed: int,
+    ):  # fmt: skip
+        given = locals()
+        hp = {name: given[name] for name in _HPARAM_NAMES}
+        _check_hparams(hp)
+        for name, value in hp.items():
+            if name == "quantiles":
+                value = tuple(float(q) for q in value)
+            elif name not in ("phi", "weighting"):
+                value = float(value)
+            setattr(self, name, value)
         self.seed = int(seed)
-        self._check_hparams()
         self.forgetting = ForgettingModel(self.calibration_decay, self.calibration_prior)
 
         self.generator = torch.Generator().manual_seed(self.seed)
@@ -454,43 +475,6 @@ class SampleMemory:
             self.extend(num_samples, step=0)
 
     # ------------------------------------------------------------------ validation
-
-    def _check_hparams(self) -> None:
-        def need(ok: bool, name: str, rule: str) -> None:
-            if not ok:
-                raise ValueError(f"SampleMemory: {name}={getattr(self, name)!r} is invalid: {rule}.")
-
-        for name in ("alpha", "gamma_d", "phi_k", "phi_c", "phi_p", "phi_kappa", "ema_beta", "eta_s", "beta_s", "rho",
-                     "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "beta_m"):  # fmt: skip
-            need(math.isfinite(getattr(self, name)), name, "must be a finite number")
-        need(self.phi in PHI_CHOICES, "phi", f"choose one of {PHI_CHOICES}")
-        need(self.weighting in WEIGHTINGS, "weighting", "choose 'power' (m^-zeta), 'gain' or 'calibrated'")
-        need(math.isfinite(self.alpha) and self.alpha >= 0, "alpha", "must be >= 0")
-        need(math.isfinite(self.gamma_d) and self.gamma_d >= 0, "gamma_d", "must be >= 0")
-        need(self.phi_k > 0, "phi_k", "the sigmoid slope must be > 0")
-        need(self.phi_p > 0, "phi_p", "the power exponent must be > 0")
-        need(self.phi_kappa > 0, "phi_kappa", "kappa of the log mapping must be > 0")
-        need(0.0 < self.ema_beta < 1.0, "ema_beta", "must lie in (0, 1)")
-        need(
-            len(self.quantiles) == 2 and 0.0 <= self.quantiles[0] < self.quantiles[1] <= 1.0,
-            "quantiles", "need (q_l, q_u) with 0 <= q_l < q_u <= 1",
-        )  # fmt: skip
-        need(self.eta_s >= 0, "eta_s", "must be >= 0")
-        need(0.0 < self.beta_s <= 1.0, "beta_s", "must lie in (0, 1]")
-        need(self.rho >= 0, "rho", "must be >= 0")
-        need(self.gamma_s >= 0, "gamma_s", "must be >= 0")
-        need(self.s_min > 0, "s_min", "must be > 0")
-        need(self.s_min <= self.s_max, "s_min", f"must be <= s_max={self.s_max}")
-        need(
-            self.s_min <= self.s_init <= self.s_max,
-            "s_init",
-            f"must lie in [s_min, s_max]=[{self.s_min}, {self.s_max}]",
-        )
-        need(self.sigma_s >= 0, "sigma_s", "must be >= 0")
-        need(math.isfinite(self.zeta) and self.zeta >= 0, "zeta", "must be >= 0")
-        need(self.beta_m >= 0, "beta_m", "must be >= 0")
-        need(0.0 < self.calibration_decay <= 1.0, "calibration_decay", "must lie in (0, 1]")
-        need(self.calibration_prior >= 0, "calibration_prior", "must be >= 0")
 
     def _ids(self, ids: Any, name: str = "ids") -> torch.Tensor:
         ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1)

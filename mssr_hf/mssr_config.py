@@ -1,14 +1,27 @@
-"""MSSRConfig: `trl.SFTConfig` plus the memory and replay settings of MSSR."""
+"""MSSRConfig: `trl.SFTConfig` plus the memory and replay settings of MSSR, and the one map from those settings
+onto the objects they configure.
+
+- :class:`MSSRConfig` holds every ``memory_*`` / ``replay_*`` default (the paper's values). Its ``__post_init__``
+  builds the sample memory and the replay strategy once, so their constructors' checks apply; a rejected value is
+  reported under the config's field name. Fields no constructor takes are checked here.
+- :data:`FIELD_ARGUMENTS` maps each of those fields to its constructor argument; :func:`memory_from_config` and
+  :func:`strategy_from_config` build :class:`~mssr_hf.memory.SampleMemory` and the strategy
+  (:func:`~mssr_hf.scheduler.build_strategy`) from a config through it.
+- :func:`scaled_replay_settings` scales the step-count defaults to a shorter stage.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from trl import SFTConfig
 
-from .memory import PHI_CHOICES, WEIGHTINGS
-from .scheduler import INTERVAL_PATTERNS, STRATEGY_NAMES
+from .memory import PHI_CHOICES, WEIGHTINGS, HyperparameterError, SampleMemory
+from .scheduler import STRATEGY_NAMES, ReplayStrategy, build_strategy
 
 
 @dataclass
@@ -18,6 +31,8 @@ class MSSRConfig(SFTConfig):
     Table `tab:memory_hparams`) and the replay schedule (`replay_*`, Tables `tab:replay_hparams` and
     `tab:replay_impl_params`). Defaults are the paper's; the paper's intervals assume 2000 optimizer steps per stage,
     so scale `replay_first_interval`, `replay_refresh_interval` and `replay_staleness_cap` for short stages.
+
+    `ignore_data_skip` is always `True`: the replay sampler resumes its own position from a checkpoint.
 
     Parameters:
         > Strategy
@@ -194,83 +209,57 @@ class MSSRConfig(SFTConfig):
 
     def __post_init__(self):
         self._apply_preset()
-        self._check_replay_fields()
+        if isinstance(self.replay_interval_pattern, (list, tuple)):  # the config holds it as text: "10,25,60"
+            self.replay_interval_pattern = ",".join(str(int(t)) for t in self.replay_interval_pattern)
+        self._check_unbuilt_fields()
+        # Build the memory and the strategy once: their constructors hold the rules of the fields they take.
+        for target, build in (("memory", memory_from_config), ("strategy", strategy_from_config)):
+            try:
+                build(self)
+            except HyperparameterError as error:
+                raise self._field_error(target, error) from error
+        # MSSRTrainer's sampler resumes its own position from the checkpoint; HF's batch skipping on resume would
+        # skip as many batches again from there (and their replay plans would never reach the memory).
+        self.ignore_data_skip = True
         super().__post_init__()
 
-    def _check_replay_fields(self) -> None:
-        def need(ok: bool, name: str, rule: str) -> None:
+    def _check_unbuilt_fields(self) -> None:
+        """The fields no constructor takes (the others are checked by the objects they configure)."""
+
+        def count(name: str, low: int) -> bool:  # an int >= low
+            value = getattr(self, name)
+            return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+        checks = (
+            ("replay_id_column", bool(self.replay_id_column), "give a column name"),
+            ("replay_buffer_size", count("replay_buffer_size", 1), "must be an int >= 1"),
+            ("replay_refresh_interval", count("replay_refresh_interval", 1), "must be an int >= 1"),
+            ("replay_probe_size", count("replay_probe_size", 1), "must be an int >= 1"),
+            ("replay_staleness_cap", count("replay_staleness_cap", 0), "must be an int >= 0 (0 disables it)"),
+            ("replay_max_share", self.replay_max_share is None or (isinstance(self.replay_max_share, (int, float))
+             and 0 < self.replay_max_share <= 1), "must lie in (0, 1], or be None for no cap"),
+            ("memory_time_unit", _time_unit(self.memory_time_unit) is not None, "give optimizer steps per memory "
+             "time unit (a number > 0) or 'epoch'"),
+            ("packing", not self.packing, "packing merges samples into one row, so per-sample ids and losses are "
+             "lost; set packing=False"),
+            ("padding_free", not self.padding_free, "padding-free batches lose per-sample boundaries; set "
+             "padding_free=False"),
+        )  # fmt: skip
+        for name, ok, rule in checks:
             if not ok:
                 raise ValueError(f"MSSRConfig.{name}={getattr(self, name)!r} is invalid: {rule}.")
+        self.memory_time_unit = str(self.memory_time_unit)  # a YAML number arrives as int/float
 
-        def finite(name: str) -> bool:
-            value = getattr(self, name)
-            return isinstance(value, (int, float)) and math.isfinite(value)
-
-        need(self.replay_strategy in STRATEGY_NAMES, "replay_strategy", f"choose one of {list(STRATEGY_NAMES)}")
-        need(bool(self.replay_id_column), "replay_id_column", "give a column name")
-        need(self.memory_phi in PHI_CHOICES, "memory_phi", f"choose one of {list(PHI_CHOICES)}")
-        for name in ("memory_alpha", "memory_gamma_d", "memory_eta_s", "memory_rho", "memory_gamma_s",
-                     "memory_sigma_s", "replay_zeta", "replay_beta_m", "replay_eta_p", "replay_rho_p",
-                     "replay_beta_r", "replay_probe_threshold", "replay_eval_drop"):  # fmt: skip
-            need(finite(name) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
-        for name in ("memory_phi_k", "memory_phi_p", "memory_phi_kappa", "memory_s_min"):
-            need(finite(name) and getattr(self, name) > 0, name, "must be > 0")
-        need(0 < self.memory_ema_beta < 1, "memory_ema_beta", "must lie in (0, 1)")
-        need(0 <= self.memory_quantile_low < self.memory_quantile_high, "memory_quantile_low",
-             "need 0 <= memory_quantile_low < memory_quantile_high")  # fmt: skip
-        need(self.memory_quantile_high <= 1, "memory_quantile_high", "must be <= 1")
-        need(0 < self.memory_beta_s <= 1, "memory_beta_s", "must lie in (0, 1]")
-        need(self.memory_s_min <= self.memory_s_max, "memory_s_max", "must be >= memory_s_min")
-        need(self.memory_s_min <= self.memory_s_init <= self.memory_s_max, "memory_s_init",
-             "must lie in [memory_s_min, memory_s_max]")  # fmt: skip
-        need(self.replay_weighting in WEIGHTINGS, "replay_weighting", f"choose one of {list(WEIGHTINGS)}")
-        need(0 < self.memory_calibration_decay <= 1, "memory_calibration_decay", "must lie in (0, 1]")
-        need(finite("memory_calibration_prior") and self.memory_calibration_prior >= 0, "memory_calibration_prior",
-             "must be a finite number >= 0")  # fmt: skip
-        need(self.replay_max_share is None or (finite("replay_max_share") and 0 < self.replay_max_share <= 1),
-             "replay_max_share", "must lie in (0, 1], or be None for no cap")  # fmt: skip
-        try:
-            unit = self.memory_time_unit if self.memory_time_unit == "epoch" else float(self.memory_time_unit)
-        except (TypeError, ValueError):
-            unit = None
-        need(unit == "epoch" or (isinstance(unit, float) and math.isfinite(unit) and unit > 0), "memory_time_unit",
-             "give optimizer steps per memory time unit (a number > 0) or 'epoch'")  # fmt: skip
-        self.memory_time_unit = str(self.memory_time_unit)
-        need(0 <= self.replay_lambda0 <= 1, "replay_lambda0", "must lie in [0, 1]")
-        need(
-            0 <= self.replay_lambda_min <= self.replay_lambda0, "replay_lambda_min", "must lie in [0, replay_lambda0]"
-        )
-        need(
-            finite("replay_first_interval") and self.replay_first_interval >= 1,
-            "replay_first_interval",
-            "must be >= 1",
-        )
-        need(0 < self.replay_threshold < 1, "replay_threshold", "must lie in (0, 1)")
-        for name in (
-            "replay_interval_unit",
-            "replay_event_steps",
-            "replay_buffer_size",
-            "replay_refresh_interval",
-            "replay_fixed_interval",
-            "replay_probe_interval",
-            "replay_probe_size",
-            "replay_eval_interval",
-        ):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 1, name, "must be an int >= 1")
-        need(isinstance(self.replay_staleness_cap, int) and self.replay_staleness_cap >= 0, "replay_staleness_cap",
-             "must be an int >= 0 (0 disables it)")  # fmt: skip
-        pattern = self.replay_interval_pattern
-        if isinstance(pattern, (list, tuple)):
-            pattern = self.replay_interval_pattern = ",".join(str(int(t)) for t in pattern)
-        if pattern not in INTERVAL_PATTERNS:
-            steps = [s.strip() for s in str(pattern).split(",")]
-            need(all(s.isdigit() and int(s) >= 1 for s in steps), "replay_interval_pattern",
-                 f"use one of {list(INTERVAL_PATTERNS)} or comma-separated steps >= 1 such as '10,25,60'")  # fmt: skip
-        need(not self.packing, "packing",
-             "packing merges samples into one row, so per-sample ids and losses are lost; "
-             "set packing=False")  # fmt: skip
-        need(not self.padding_free, "padding_free",
-             "padding-free batches lose per-sample boundaries; set padding_free=False")  # fmt: skip
+    def _field_error(self, target: str, error: HyperparameterError) -> ValueError:
+        """``error`` of ``target``'s constructor, told in this config's field names (quoted words stay as they are)."""
+        arguments = FIELD_ARGUMENTS[target]
+        names = [name for name, argument in arguments.items() if argument == error.argument]
+        if not names:
+            return error
+        field_of = {argument: name for name, argument in arguments.items()}
+        rule = re.sub(r"(?<!')\b\w+\b(?!')", lambda m: field_of.get(m.group(), m.group()), error.rule)
+        setting = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return ValueError(f"MSSRConfig.{setting} is invalid: {rule}.")
 
     def _apply_preset(self) -> None:
         if self.replay_preset is None:
@@ -288,10 +277,73 @@ class MSSRConfig(SFTConfig):
         return float(steps_per_epoch) if self.memory_time_unit == "epoch" else float(self.memory_time_unit)
 
     def interval_pattern(self) -> str | list[int]:
-        """`replay_interval_pattern` as a pattern name or a list of steps."""
-        if self.replay_interval_pattern in INTERVAL_PATTERNS:
-            return self.replay_interval_pattern
-        return [int(s) for s in self.replay_interval_pattern.split(",")]
+        """`replay_interval_pattern` as a pattern name or a list of steps (``"10,25,60"`` -> ``[10, 25, 60]``); any
+        other text is returned as it is, for :func:`~mssr_hf.scheduler.build_strategy` to reject."""
+        steps = [s.strip() for s in str(self.replay_interval_pattern).split(",")]
+        if all(s.isdigit() for s in steps):
+            return [int(s) for s in steps]
+        return self.replay_interval_pattern
+
+    def resolved_replay_seed(self) -> int:
+        """``replay_seed``, or ``seed`` when it is not set."""
+        return self.seed if self.replay_seed is None else self.replay_seed
+
+
+# Every MSSRConfig field that configures the sample memory or the replay strategy, by object: field -> that
+# constructor's keyword argument. The one map between the two: it builds both objects and names the field when a
+# constructor rejects a value. Fields that share an argument (the two quantiles) are passed as a tuple, in order.
+FIELD_ARGUMENTS: dict[str, dict[str, str]] = {
+    "memory": {  # SampleMemory(num_samples, seed=..., **arguments)
+        "memory_alpha": "alpha", "memory_gamma_d": "gamma_d", "memory_phi": "phi", "memory_phi_k": "phi_k",
+        "memory_phi_c": "phi_c", "memory_phi_p": "phi_p", "memory_phi_kappa": "phi_kappa",
+        "memory_ema_beta": "ema_beta", "memory_quantile_low": "quantiles", "memory_quantile_high": "quantiles",
+        "memory_eta_s": "eta_s", "memory_beta_s": "beta_s", "memory_rho": "rho", "memory_gamma_s": "gamma_s",
+        "memory_s_min": "s_min", "memory_s_max": "s_max", "memory_s_init": "s_init", "memory_sigma_s": "sigma_s",
+        "replay_zeta": "zeta", "replay_weighting": "weighting", "replay_beta_m": "beta_m",
+        "memory_calibration_decay": "calibration_decay", "memory_calibration_prior": "calibration_prior",
+    },
+    "strategy": {  # build_strategy(**arguments)
+        "replay_strategy": "name", "replay_interval_pattern": "interval_pattern",
+        "replay_first_interval": "first_interval", "replay_eta_p": "eta_p", "replay_rho_p": "rho_p",
+        "replay_interval_unit": "interval_unit", "replay_fixed_interval": "fixed_interval",
+        "replay_lambda0": "lambda0", "replay_lambda_min": "lambda_min", "replay_beta_r": "beta_r",
+        "replay_threshold": "threshold", "replay_event_steps": "event_steps",
+        "replay_probe_interval": "probe_interval", "replay_probe_threshold": "probe_threshold",
+        "replay_eval_interval": "eval_interval", "replay_eval_drop": "eval_drop",
+    },
+}  # fmt: skip
+
+
+def constructor_arguments(target: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``target`` (``"memory"``: :class:`~mssr_hf.memory.SampleMemory` but ``seed``;
+    ``"strategy"``: :func:`~mssr_hf.scheduler.build_strategy`) from MSSRConfig field ``values`` (a config's
+    ``vars()``, or the fields' defaults)."""
+    grouped: dict[str, list[Any]] = {}
+    for name, argument in FIELD_ARGUMENTS[target].items():
+        grouped.setdefault(argument, []).append(values[name])
+    return {argument: group[0] if len(group) == 1 else tuple(group) for argument, group in grouped.items()}
+
+
+def _time_unit(value: Any) -> float | str | None:
+    """``memory_time_unit`` as "epoch" or a number of steps > 0; None when it is neither."""
+    if value == "epoch":
+        return value
+    try:
+        unit = float(value)
+    except (TypeError, ValueError):
+        return None
+    return unit if math.isfinite(unit) and unit > 0 else None
+
+
+def memory_from_config(args: MSSRConfig, num_samples: int = 0) -> SampleMemory:
+    """A :class:`~mssr_hf.memory.SampleMemory` of ``num_samples`` samples with the hyperparameters of ``args``."""
+    return SampleMemory(num_samples, seed=args.resolved_replay_seed(), **constructor_arguments("memory", vars(args)))
+
+
+def strategy_from_config(args: MSSRConfig) -> ReplayStrategy:
+    """The strategy named by ``args.replay_strategy`` with the ``replay_*`` settings of ``args``."""
+    arguments = constructor_arguments("strategy", vars(args))
+    return build_strategy(**{**arguments, "interval_pattern": args.interval_pattern()})
 
 
 PAPER_STAGE_STEPS = 2000  # the stage length the paper's replay intervals were set for
@@ -304,13 +356,18 @@ REPLAY_PRESETS: dict[str, dict[str, object]] = {
 }
 
 
-def scaled_replay_settings(steps: int) -> dict[str, int]:
-    """The paper's step-count settings (Tables `tab:replay_hparams`, `tab:replay_impl_params`), scaled from 2000
-    optimizer steps per stage to ``steps``, for short stages (CPU runs, demos, benchmarks):
+# The step counts of the paper's tables: their defaults assume PAPER_STAGE_STEPS optimizer steps per stage.
+PAPER_STEP_FIELDS = (
+    "replay_first_interval", "replay_fixed_interval", "replay_refresh_interval", "replay_probe_interval",
+    "replay_eval_interval", "replay_staleness_cap",
+)  # fmt: skip
 
-    ``replay_first_interval`` and ``replay_fixed_interval`` (100), ``replay_refresh_interval`` and
-    ``replay_probe_interval`` (50), ``replay_eval_interval`` (100) and ``replay_staleness_cap`` (500). Every interval
-    is at least 1. ``replay_interval_unit`` (1) is already the smallest step and is left alone.
+
+def scaled_replay_settings(steps: int) -> dict[str, int]:
+    """The paper's step-count settings (Tables `tab:replay_hparams`, `tab:replay_impl_params`; the defaults of the
+    :data:`PAPER_STEP_FIELDS` of :class:`MSSRConfig`), scaled from 2000 optimizer steps per stage to ``steps``, for
+    short stages (CPU runs, demos, benchmarks). Every interval is at least 1. ``replay_interval_unit`` is already the
+    smallest step and is left alone.
 
     >>> scaled_replay_settings(200)["replay_first_interval"]
     10
@@ -318,15 +375,5 @@ def scaled_replay_settings(steps: int) -> dict[str, int]:
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1 (optimizer steps per stage), got {steps!r}")
     scale = steps / PAPER_STAGE_STEPS
-
-    def scaled(value: int) -> int:
-        return max(1, round(value * scale))
-
-    return {
-        "replay_first_interval": scaled(100),
-        "replay_fixed_interval": scaled(100),
-        "replay_refresh_interval": scaled(50),
-        "replay_probe_interval": scaled(50),
-        "replay_eval_interval": scaled(100),
-        "replay_staleness_cap": scaled(500),
-    }
+    defaults = MSSRConfig.__dataclass_fields__
+    return {name: max(1, round(defaults[name].default * scale)) for name in PAPER_STEP_FIELDS}

@@ -1,15 +1,20 @@
 """MSSRTrainer: `trl.SFTTrainer` with per-sample memory and scheduled replay of earlier tasks.
 
 Glue only: the equations live in :mod:`mssr_hf.memory` and :mod:`mssr_hf.scheduler`, the batch stream in
-:mod:`mssr_hf.sampler`. What this file adds to the parent:
+:mod:`mssr_hf.sampler`, the map from config fields onto them in :mod:`mssr_hf.mssr_config`. What this file adds to
+the parent, through its public hooks:
 
 - ids: every row carries its sample-memory id (``args.replay_id_column``) through tokenisation and the collator;
-- losses: each sample's mean token loss is read off the parent's own fused forward (no second forward, no
-  ``(B, T, V)`` logits), gathered across processes, and written to the memory (observe + review);
-- replay: the train dataloader draws from :class:`~mssr_hf.sampler.MixedReplaySampler`, whose per-step replay rows
-  are planned by the strategy ``lookahead`` steps ahead, after each optimizer step, identically on every rank;
-- state: memory, strategy, buffer and sampler are saved in every checkpoint (safetensors + JSON) and restored by
-  ``resume_from_checkpoint``.
+- losses (``compute_loss``): each sample's mean token loss is read off the parent's own fused forward (no second
+  forward, no ``(B, T, V)`` logits), gathered across processes, and written to the memory (observe + review). A
+  training step whose fused forward is missing (another trl) raises instead of leaving the memory without losses;
+- replay (``get_train_dataloader``): the train dataloader draws from :class:`~mssr_hf.sampler.MixedReplaySampler`,
+  whose per-step replay rows are planned by the strategy ``lookahead`` steps ahead, after each optimizer step
+  (``on_step_end`` callback), identically on every rank;
+- state: memory, strategy, buffer and sampler are saved with every checkpoint (``on_save`` callback; safetensors +
+  JSON) and restored by ``resume_from_checkpoint``, which refuses another batch layout or seed.
+
+The private upstream names it still uses are pinned in ``tests/test_upstream_pins.py`` (:data:`TESTED_VERSIONS`).
 
 Time: the memory's clock is the global optimizer step across stages. A stage's ``train()`` starts at the memory's
 clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step ``step_offset + g``.
@@ -17,25 +22,30 @@ clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
+import trl
 from accelerate.utils import broadcast_object_list
 from datasets import Dataset, concatenate_datasets
 from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import SFTTrainer
 
 from .memory import SampleMemory
-from .mssr_config import MSSRConfig
+from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .sampler import MixedReplaySampler
-from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, build_strategy, draw_buffer, replay_allowance
+from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, draw_buffer, replay_allowance
 from .state_io import has_state, load_state, save_state
 
 STATE_NAME = "mssr_state"
+# The versions whose internals MSSRTrainer was checked against (tests/test_upstream_pins.py pins what it relies on).
+TESTED_VERSIONS = {"transformers": "5.23.0", "trl": "1.16.0"}
 
 
 class _FusedOutputTap:
@@ -63,43 +73,21 @@ class _IdCollator:
         return batch
 
 
-class _AfterOptimizerStep(TrainerCallback):
-    # Replay decisions need the state after each optimizer step; a callback is the public hook for that.
+class _ReplayCallback(TrainerCallback):
+    """MSSRTrainer's two hooks into the training loop, both public callback events."""
+
     def __init__(self, trainer: MSSRTrainer):
         self.trainer = trainer
 
+    # Replay decisions need the state after each optimizer step.
     def on_step_end(self, args, state, control, **kwargs):
         self.trainer._after_optimizer_step()
 
-
-def memory_from_config(args: MSSRConfig, num_samples: int = 0) -> SampleMemory:
-    """A :class:`SampleMemory` with the `memory_*` / `replay_*` hyperparameters of ``args``."""
-    return SampleMemory(
-        num_samples, alpha=args.memory_alpha, gamma_d=args.memory_gamma_d, phi=args.memory_phi,
-        phi_k=args.memory_phi_k, phi_c=args.memory_phi_c, phi_p=args.memory_phi_p, phi_kappa=args.memory_phi_kappa,
-        ema_beta=args.memory_ema_beta, quantiles=(args.memory_quantile_low, args.memory_quantile_high),
-        eta_s=args.memory_eta_s, beta_s=args.memory_beta_s, rho=args.memory_rho, gamma_s=args.memory_gamma_s,
-        s_min=args.memory_s_min, s_max=args.memory_s_max, s_init=args.memory_s_init, sigma_s=args.memory_sigma_s,
-        zeta=args.replay_zeta, weighting=args.replay_weighting, beta_m=args.replay_beta_m,
-        calibration_decay=args.memory_calibration_decay, calibration_prior=args.memory_calibration_prior,
-        seed=_replay_seed(args),
-    )  # fmt: skip
-
-
-def strategy_from_config(args: MSSRConfig) -> ReplayStrategy:
-    """The strategy named by ``args.replay_strategy`` with the `replay_*` settings of ``args``."""
-    return build_strategy(
-        args.replay_strategy, interval_pattern=args.interval_pattern(), first_interval=args.replay_first_interval,
-        eta_p=args.replay_eta_p, rho_p=args.replay_rho_p, interval_unit=args.replay_interval_unit,
-        fixed_interval=args.replay_fixed_interval, lambda0=args.replay_lambda0, lambda_min=args.replay_lambda_min,
-        beta_r=args.replay_beta_r, threshold=args.replay_threshold, event_steps=args.replay_event_steps,
-        probe_interval=args.replay_probe_interval, probe_threshold=args.replay_probe_threshold,
-        eval_interval=args.replay_eval_interval, eval_drop=args.replay_eval_drop,
-    )  # fmt: skip
-
-
-def _replay_seed(args: MSSRConfig) -> int:
-    return args.seed if args.replay_seed is None else args.replay_seed
+    # Every checkpoint carries the replay state; train() reads it back on resume. Only the saving process writes.
+    def on_save(self, args, state, control, **kwargs):
+        if args.should_save:
+            checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+            self.trainer.save_replay_state(checkpoint)
 
 
 def _with_ids(dataset: Dataset, column: str, start: int) -> Dataset:
@@ -120,6 +108,17 @@ class MSSRTrainer(SFTTrainer):
         strategy (`ReplayStrategy`, *optional*): a strategy object to use instead of ``args.replay_strategy``.
         evaluate_fn (`Callable[[model], Mapping[str, float]]`, *optional*): scores of earlier tasks' validation
             subsets (higher is better); needed by the ``accuracy`` strategy, called every ``replay_eval_interval``.
+        exposure_listeners (`Sequence[Callable]`, *optional*): each is called as ``fn(memory, ids, losses, step)``
+            right before every ``memory.expose(ids, losses, step)``, so it sees the memory as it was before that
+            exposure: ``ids`` and ``losses`` are CPU tensors of shape ``(n,)`` gathered from every process (a
+            non-finite loss is then skipped by the memory), ``step`` the global optimizer step. Kept in
+            ``trainer.exposure_listeners`` (append more there). Their time is not counted as bookkeeping.
+
+    Attributes:
+        counters (`dict`): ``replayed_samples``, ``replay_steps``; ``probe_seconds`` and ``eval_seconds`` (the extra
+            forwards of the ``loss`` and ``accuracy`` baselines); ``bookkeeping_seconds``: time in MSSRTrainer's own
+            work (gather + observe/review of each micro-batch's losses, planning, buffer refreshes, hazard updates,
+            the stage start). Logged as ``replay/<name>``, saved with every checkpoint.
     """
 
     def __init__(
@@ -135,6 +134,7 @@ class MSSRTrainer(SFTTrainer):
         memory: SampleMemory | None = None,
         strategy: ReplayStrategy | None = None,
         evaluate_fn: Callable[[Any], Mapping[str, float]] | None = None,
+        exposure_listeners: Sequence[Callable[[SampleMemory, torch.Tensor, torch.Tensor, int], Any]] | None = None,
         **kwargs,
     ):
         if args is None:
@@ -152,12 +152,11 @@ class MSSRTrainer(SFTTrainer):
             raise ValueError(
                 f"replay strategy {self.strategy.name!r} probes buffer samples and needs a replay_dataset"
             )
-        # Our sampler restores its own position on resume; HF's batch skipping would re-run it without losses.
-        args.ignore_data_skip = True
         combined = train_dataset if replay_dataset is None else concatenate_datasets([train_dataset, replay_dataset])
         super().__init__(model, args, data_collator, combined, eval_dataset, processing_class, **kwargs)
         self.data_collator = _IdCollator(self.data_collator, args.replay_id_column)
         self.evaluate_fn = evaluate_fn
+        self.exposure_listeners = list(exposure_listeners or [])
         self.memory = memory if memory is not None else memory_from_config(args)
         if len(self.memory) < num_ids:
             self.memory.extend(num_ids - len(self.memory), step=self.memory.clock)
@@ -173,17 +172,17 @@ class MSSRTrainer(SFTTrainer):
         if self.task_rows.numel() == 0:
             raise ValueError("train_dataset has no row with a trainable token after tokenisation and truncation")
 
-        self.generator = torch.Generator().manual_seed(_replay_seed(args))
+        self.generator = torch.Generator().manual_seed(args.resolved_replay_seed())
         self.buffer = self.bank_ids[:0]
         self.probe_ids = self.bank_ids[:0]
         self.replay_sampler: MixedReplaySampler | None = None
         self._restored_sampler_state: dict | None = None
         self._stage_started = False
         self.counters = {"replayed_samples": 0, "replay_steps": 0, "probe_seconds": 0.0, "eval_seconds": 0.0,
-                         "planned_stage_samples": 0}  # fmt: skip
+                         "bookkeeping_seconds": 0.0, "planned_stage_samples": 0}  # fmt: skip
         self.last_ratio = 0.0  # replay ratio of the last trained step
         self.planned: dict[int, tuple[float, int]] = {}  # step -> (ratio, replay samples), for steps not yet trained
-        self.add_callback(_AfterOptimizerStep(self))
+        self.add_callback(_ReplayCallback(self))
 
     # ------------------------------------------------------------------ input checks (before any training)
 
@@ -263,33 +262,59 @@ class MSSRTrainer(SFTTrainer):
             return self.args.max_steps
         return math.ceil(self.args.num_train_epochs * math.ceil(self.task_rows.numel() / self.global_batch))
 
+    def get_train_dataloader(self):
+        # Build this stage's mixed-replay sampler (restored on resume), then the parent builds the loader around it.
+        self._build_replay_sampler()
+        return super().get_train_dataloader()
+
     def _get_train_sampler(self, train_dataset=None):
-        # The mixed-replay stream replaces HF's RandomSampler (a plain Sampler: accelerate leaves it alone).
+        # The parent's get_train_dataloader takes its sampler from this hook: hand over the one built above.
+        return self.replay_sampler
+
+    def _build_replay_sampler(self) -> None:
+        """The stage's sampler, a plain Sampler (accelerate leaves it alone) in place of HF's RandomSampler: restored
+        from the checkpoint on resume, else the stage begins (memory update, buffer, first plans)."""
         steps = self.stage_steps()
         per_epoch = steps if self.args.max_steps > 0 else math.ceil(self.task_rows.numel() / self.global_batch)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        self.replay_sampler = MixedReplaySampler(
-            self.task_rows, self.global_batch, per_epoch, seed, self.step_offset + 1
-        )
+        # How the global batch is formed: a resumed sampler must see the same layout (and seed) to continue the stream.
+        layout = {
+            "world_size": self.args.world_size,
+            "per_device_train_batch_size": self.args.per_device_train_batch_size,
+            "gradient_accumulation_steps": self.args.gradient_accumulation_steps,
+        }
+        self.replay_sampler = MixedReplaySampler(self.task_rows, self.global_batch, per_epoch, seed,
+                                                 self.step_offset + 1, layout=layout)  # fmt: skip
         if self._restored_sampler_state is not None:
             self.replay_sampler.load_state_dict(self._restored_sampler_state)
             self._restored_sampler_state = None
         elif not self._stage_started:
-            self._begin_stage(steps, per_epoch)
-        return self.replay_sampler
+            self._begin_stage(steps)
 
     # ------------------------------------------------------------------ the schedule
 
-    def _begin_stage(self, num_steps: int, steps_per_epoch: int) -> None:
+    @contextlib.contextmanager
+    def _bookkeeping(self) -> Iterator[None]:
+        """Counts the time inside into ``counters["bookkeeping_seconds"]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.counters["bookkeeping_seconds"] += time.perf_counter() - start
+
+    def _begin_stage(self, num_steps: int) -> None:
         step = self.step_offset
-        self.memory.set_time_unit(self.args.time_unit_steps(steps_per_epoch), step)
-        self.memory.update_hazard(step)  # stage boundary
-        self.strategy.begin_stage(step, num_steps, self.bank_ids)
-        self._refresh_buffer(step)
-        if self.strategy.probe_interval:
-            self.probe_ids = torch.sort(self.buffer[: self.args.replay_probe_size]).values
-        for ahead in range(1, self.lookahead + 1):
-            self._plan(step + ahead)
+        with self._bookkeeping():
+            # memory_time_unit "epoch": one pass over this stage's task samples.
+            task_epoch = math.ceil(self.task_rows.numel() / self.global_batch)
+            self.memory.set_time_unit(self.args.time_unit_steps(task_epoch), step)
+            self.memory.update_hazard(step)  # stage boundary
+            self.strategy.begin_stage(step, num_steps, self.bank_ids)
+            self._refresh_buffer(step)
+            if self.strategy.probe_interval:
+                self.probe_ids = torch.sort(self.buffer[: self.args.replay_probe_size]).values
+            for ahead in range(1, self.lookahead + 1):
+                self._plan(step + ahead)
         self._stage_started = True
 
     def _refresh_buffer(self, step: int) -> None:
@@ -315,18 +340,20 @@ class MSSRTrainer(SFTTrainer):
     def _after_optimizer_step(self) -> None:
         step = self.step_offset + self.state.global_step  # the global step just completed
         relative = self.state.global_step
-        self.last_ratio, replayed = self.planned.pop(step, (0.0, 0))
-        self.counters["replayed_samples"] += replayed
-        self.counters["replay_steps"] += int(replayed > 0)
         strategy = self.strategy
+        # The baselines' measurements: extra forwards, timed on their own (probe_seconds, eval_seconds).
         if strategy.probe_interval and relative % strategy.probe_interval == 0:
             strategy.observe(step, ReplaySignals(probe_loss=self._probe_loss()))
         if strategy.eval_interval and relative % strategy.eval_interval == 0:
             strategy.observe(step, ReplaySignals(scores=self._evaluate_earlier_tasks()))
-        if relative % self.args.replay_refresh_interval == 0:
-            self.memory.update_hazard(step)
-            self._refresh_buffer(step)
-        self._plan(step + self.lookahead)
+        with self._bookkeeping():
+            self.last_ratio, replayed = self.planned.pop(step, (0.0, 0))
+            self.counters["replayed_samples"] += replayed
+            self.counters["replay_steps"] += int(replayed > 0)
+            if relative % self.args.replay_refresh_interval == 0:
+                self.memory.update_hazard(step)
+                self._refresh_buffer(step)
+            self._plan(step + self.lookahead)
 
     def _probe_loss(self) -> float:
         """Mean token loss of the fixed probe set (the ``loss`` baseline's extra forwards), split across ranks."""
@@ -371,17 +398,29 @@ class MSSRTrainer(SFTTrainer):
         result = super().compute_loss(
             tap, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
         )
-        if self.model.training and ids is not None and tap.output is not None:
+        if self.model.training and ids is not None:
+            if tap.output is None:
+                raise RuntimeError(
+                    f"MSSRTrainer reads each sample's loss off the forward that trl's SFTTrainer.compute_loss runs "
+                    f"with fused_lm_head=True, and this training step ran none: the installed trl {trl.__version__} "
+                    f"computes the loss differently from trl {TESTED_VERSIONS['trl']}, which MSSRTrainer was tested "
+                    "with. Install that version, or update MSSRTrainer.compute_loss"
+                )
             self._observe(ids, tap.output)
         return result
 
     def _observe(self, ids: torch.Tensor, output) -> None:
-        nll = -output.log_probs.detach().double()  # (B, T-1), 0 where the label is ignored
-        tokens = output.label_mask.sum(-1)  # (B,)
-        losses = torch.where(tokens > 0, nll.sum(-1) / tokens.clamp(min=1), torch.nan)  # (B,)
-        ids, losses = self.accelerator.gather(ids), self.accelerator.gather(losses)  # same on every rank
-        step = self.step_offset + self.state.global_step + 1  # the optimizer step this micro-batch belongs to
-        self.memory.expose(ids.cpu(), losses.cpu(), step)  # observe, then review the finite ones
+        with self._bookkeeping():
+            nll = -output.log_probs.detach().double()  # (B, T-1), 0 where the label is ignored
+            tokens = output.label_mask.sum(-1)  # (B,)
+            losses = torch.where(tokens > 0, nll.sum(-1) / tokens.clamp(min=1), torch.nan)  # (B,)
+            ids, losses = self.accelerator.gather(ids), self.accelerator.gather(losses)  # same on every rank
+            ids, losses = ids.cpu(), losses.cpu()
+            step = self.step_offset + self.state.global_step + 1  # the optimizer step this micro-batch belongs to
+        for listener in self.exposure_listeners:
+            listener(self.memory, ids, losses, step)
+        with self._bookkeeping():
+            self.memory.expose(ids, losses, step)  # observe, then review the finite ones
 
     # ------------------------------------------------------------------ logging
 
@@ -399,6 +438,7 @@ class MSSRTrainer(SFTTrainer):
             "replay/replay_steps": self.counters["replay_steps"],
             "replay/probe_seconds": round(self.counters["probe_seconds"], 4),
             "replay/eval_seconds": round(self.counters["eval_seconds"], 4),
+            "replay/bookkeeping_seconds": round(self.counters["bookkeeping_seconds"], 4),
             "memory/skipped_losses": self.memory.skipped_losses,
         }
         if isinstance(self.strategy, IntervalReplay):
@@ -435,7 +475,7 @@ class MSSRTrainer(SFTTrainer):
         self.buffer, self.probe_ids = state["buffer"].long(), state["probe_ids"].long()
         self.generator.set_state(state["generator"])
         self.step_offset = int(state["step_offset"])
-        self.counters = {"planned_stage_samples": 0, **state["counters"]}
+        self.counters = {**self.counters, **state["counters"]}  # a state saved before a counter existed keeps it at 0
         self.last_ratio = float(state["last_ratio"])
         self.planned = {int(step): (float(r), int(k)) for step, (r, k) in state["planned"].items()}
         self._restored_sampler_state = state["sampler"]
@@ -454,8 +494,12 @@ class MSSRTrainer(SFTTrainer):
             self.load_replay_state_dict(load_state(path, STATE_NAME))
         return super().train(resume_from_checkpoint, *args, **kwargs)
 
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            checkpoint = f"{self._get_output_dir(trial)}/checkpoint-{self.state.global_step}"
-            save_state(checkpoint, STATE_NAME, self.replay_state_dict())
+    def save_replay_state(self, checkpoint: str) -> None:
+        """Write :meth:`replay_state_dict` into ``checkpoint`` (the folder the parent just saved; called on save)."""
+        if not os.path.isdir(checkpoint):
+            raise RuntimeError(
+                f"MSSRTrainer saves its replay state into the checkpoint folder {checkpoint}, but the parent trainer "
+                f"wrote none there (a hyperparameter-search trial, or a transformers version other than "
+                f"{TESTED_VERSIONS['transformers']} that names checkpoints differently)"
+            )
+        save_state(checkpoint, STATE_NAME, self.replay_state_dict())

@@ -13,6 +13,7 @@ the plan for step ``s`` is fixed at the end of step ``s - lookahead``, on every 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -29,6 +30,10 @@ class MixedReplaySampler(Sampler[int]):
         seed (`int`): seed of the task stream; pass ``p`` of the stream is ``randperm(n)`` seeded by ``seed + p``
             (the order of accelerate's seedable sampler), or the rows in order if ``shuffle`` is false.
         first_step (`int`): the 1-based global optimizer step of the first batch.
+        shuffle (`bool`, *optional*, defaults to `True`): shuffle the task stream in each pass.
+        layout (`Mapping[str, int]`, *optional*): how ``global_batch`` is formed (e.g. processes, per-device batch,
+            accumulation steps). Recorded in :meth:`state_dict` with ``global_batch`` and ``seed``: a state saved with
+            another layout or seed is refused on load, since the stream would not continue where it stopped.
     """
 
     def __init__(
@@ -39,6 +44,7 @@ class MixedReplaySampler(Sampler[int]):
         seed: int,
         first_step: int = 1,
         shuffle: bool = True,
+        layout: Mapping[str, int] | None = None,
     ):
         if task_rows.numel() == 0:
             raise ValueError("the current task has no training rows")
@@ -49,6 +55,7 @@ class MixedReplaySampler(Sampler[int]):
         self.steps_per_epoch = int(steps_per_epoch)
         self.seed = int(seed)
         self.shuffle = shuffle
+        self.layout = dict(layout or {})
         self.next_step = int(first_step)  # the step the next yielded index belongs to
         self.cursor = 0  # position in the (endless) task stream
         self.plans: dict[int, torch.Tensor] = {}  # step -> replay rows, written ahead by the trainer
@@ -119,18 +126,36 @@ class MixedReplaySampler(Sampler[int]):
 
     # ------------------------------------------------------------------ state
 
+    def built_with(self) -> dict[str, int]:
+        """What the stream depends on besides its position: the batch layout, ``global_batch`` and ``seed``."""
+        return {**self.layout, "global_batch": self.global_batch, "seed": self.seed}
+
     def state_dict(self, next_step: int | None = None) -> dict[str, Any]:
         """State to resume at ``next_step`` (default: the next step not yet formed): the task-stream position then
-        and the plans from then on."""
+        and the plans from then on, and what the sampler was built with."""
         step = self.next_step if next_step is None else next_step
         return {
             "next_step": step,
             "cursor": self.step_start_cursor(step),
             "plans": {str(s): rows.tolist() for s, rows in self.plans.items() if s >= step},
             "seed": self.seed,
+            "built_with": self.built_with(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`; refused if it was built with another batch layout or seed."""
+        saved, now = state.get("built_with"), self.built_with()
+        if saved is not None and saved != now:
+            changed = "; ".join(
+                f"{key}: saved {saved.get(key)!r}, now {now.get(key)!r}"
+                for key in [*now, *(k for k in saved if k not in now)]
+                if saved.get(key) != now.get(key)
+            )
+            raise ValueError(
+                f"cannot resume the replay sampler: the checkpoint was written with another batch layout or seed "
+                f"({changed}); resume with the same number of processes, per_device_train_batch_size, "
+                "gradient_accumulation_steps and seed (data_seed if set), or start a new run"
+            )
         self.next_step = int(state["next_step"])
         self.cursor = int(state["cursor"])
         self.plans = {int(s): torch.tensor(rows, dtype=torch.int64) for s, rows in state["plans"].items()}

@@ -7,7 +7,8 @@
   (Gumbel-top-k on log-weights, ``eq:prob_weight``), used both for the buffer refresh (bank -> buffer) and for the
   replay part of a batch (buffer -> batch); :func:`draw_buffer` adds the staleness cap.
 - The strategies: small objects behind the :class:`ReplayStrategy` protocol; :func:`build_strategy` maps the names
-  ``none``, ``fixed``, ``loss``, ``accuracy``, ``mssr_sch``, ``mssr_spl``, ``mssr_full`` onto them.
+  ``none``, ``fixed``, ``loss``, ``accuracy``, ``mssr_sch``, ``mssr_spl``, ``mssr_full`` onto them. It takes every
+  setting explicitly (``MSSRConfig`` holds the defaults) and checks each against one rule table (``_RULES``).
 
 Steps: ``step`` is the 1-based global index of the optimizer step a batch is formed for; a stage that starts after
 ``stage_start`` completed optimizer steps has relative steps ``r = step - stage_start`` in ``1..num_steps``.
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
-from .memory import SampleMemory
+from .memory import HyperparameterError, SampleMemory
 
 INTERVAL_PATTERNS = ("expanding", "fixed", "geometric", "ebbinghaus", "threshold")
 STRATEGY_NAMES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
@@ -208,6 +210,50 @@ def draw_buffer(
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def _is_pattern(value: Any, _: Mapping[str, Any]) -> bool:
+    if isinstance(value, str):
+        return value in INTERVAL_PATTERNS
+    return isinstance(value, Sequence) and all(isinstance(t, numbers.Real) and t >= 1 for t in value)
+
+
+_INT_AT_LEAST_1 = (lambda v, _: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "must be an int >= 1")
+_NON_NEGATIVE = (lambda v, _: _finite(v) and v >= 0, "must be a finite number >= 0")
+
+# The rule of every strategy setting, by build_strategy's argument names: (check(value, all values), rule). The one
+# place these rules are written: build_strategy checks every argument it is given, whether the named strategy uses
+# it or not (so a setting is checked where a run is configured), and each strategy checks its own fields.
+_RULES: dict[str, tuple[Callable[[Any, Mapping[str, Any]], bool], str]] = {
+    "interval_pattern": (_is_pattern, f"use one of {INTERVAL_PATTERNS} or a list of steps >= 1 such as [10, 25, 60]"),
+    "first_interval": (lambda v, _: _finite(v) and v >= 1, "must be a finite number of steps >= 1"),
+    "eta_p": _NON_NEGATIVE,
+    "rho_p": _NON_NEGATIVE,
+    "interval_unit": _INT_AT_LEAST_1,
+    "fixed_interval": _INT_AT_LEAST_1,
+    "lambda0": (lambda v, _: _finite(v) and 0 <= v <= 1, "must lie in [0, 1]"),
+    "lambda_min": (lambda v, s: _finite(v) and 0 <= v <= s["lambda0"], "must lie in [0, lambda0={lambda0}]"),
+    "beta_r": _NON_NEGATIVE,
+    "threshold": (lambda v, _: _finite(v) and 0 < v < 1, "must lie in (0, 1)"),
+    "event_steps": _INT_AT_LEAST_1,
+    "probe_interval": _INT_AT_LEAST_1,
+    "probe_threshold": _NON_NEGATIVE,
+    "eval_interval": _INT_AT_LEAST_1,
+    "eval_drop": _NON_NEGATIVE,
+}
+
+
+def _check_settings(owner: str, values: Mapping[str, Any], labels: Mapping[str, str] | None = None) -> None:
+    """Check ``values`` (keyed by `_RULES` names) in order; the first broken rule raises a
+    :class:`~mssr_hf.memory.HyperparameterError` naming ``labels.get(name, name)``."""
+    for name, value in values.items():
+        ok, rule = _RULES[name]
+        if not ok(value, values):
+            raise HyperparameterError(owner, (labels or {}).get(name, name), value, rule.format(**values))
+
+
 @dataclass
 class ReplaySignals:
     """What a strategy may observe after an optimizer step: a probe loss on buffer samples, or validation scores of
@@ -249,12 +295,19 @@ class ReplayStrategy(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _StrategyBase:
-    """Shared bookkeeping: the stage window, uniform or memory-weighted selection, and the state round trip."""
+    """Shared bookkeeping: the stage window, uniform or memory-weighted selection, and the state round trip.
+
+    Hyperparameter fields have no defaults: :func:`build_strategy` passes the values (``MSSRConfig`` holds the
+    defaults). ``_settings`` names the fields checked by `_RULES`, ``_rule_names`` those that go by another name there.
+    """
+
+    _settings: ClassVar[tuple[str, ...]] = ("event_steps",)
+    _rule_names: ClassVar[dict[str, str]] = {}
 
     weighted: bool = False
-    event_steps: int = 1
+    event_steps: int
     stage_start: int = 0
     num_steps: int = 0
     bank_size: int = 0
@@ -280,14 +333,9 @@ class _StrategyBase:
         return uniform_choice(candidates, k, generator)
 
     def _check(self) -> None:
-        """Shared validation, called by every strategy's ``__post_init__``."""
-        if not (isinstance(self.event_steps, int) and self.event_steps >= 1):
-            raise ValueError(f"event_steps must be an int >= 1, got {self.event_steps!r}")
-        lambda0, lambda_min = getattr(self, "lambda0", 0.0), getattr(self, "lambda_min", 0.0)
-        if not 0.0 <= lambda0 <= 1.0:
-            raise ValueError(f"lambda0 must lie in [0, 1], got {lambda0}")
-        if not 0.0 <= lambda_min <= lambda0:
-            raise ValueError(f"lambda_min must lie in [0, lambda0={lambda0}], got {lambda_min}")
+        """Check the fields named in ``_settings``, called by every strategy's ``__post_init__``."""
+        values = {self._rule_names.get(f, f): getattr(self, f) for f in self._settings}
+        _check_settings(type(self).__name__, values, {rule: f for f, rule in self._rule_names.items()})
 
     def state_dict(self) -> dict[str, Any]:
         """JSON primitives only; a snapshot (later changes to the strategy do not reach it)."""
@@ -310,7 +358,7 @@ class _StrategyBase:
         pass
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NoReplay(_StrategyBase):
     """``none``: sequential fine-tuning, no replay."""
 
@@ -322,7 +370,7 @@ class NoReplay(_StrategyBase):
         return 0.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IntervalReplay(_StrategyBase):
     """Replay at scheduled steps of each stage. ``fixed`` (every ``first_interval`` steps, constant ratio $\\lambda_0$,
     uniform), ``mssr_sch`` (expanding intervals ``eq:interval_expand`` + decaying ratio ``eq:dynamic_ratio``, uniform),
@@ -332,16 +380,18 @@ class IntervalReplay(_StrategyBase):
     A replay event mixes replay into ``event_steps`` consecutive optimizer steps starting at each replay step.
     """
 
-    pattern: str | list[int] = "expanding"
-    first_interval: float = 100
-    eta_p: float = 0.5
-    rho_p: float = 0.05
-    interval_unit: int = 1
-    lambda0: float = 0.3
-    lambda_min: float = 0.05
-    beta_r: float = 1e-5
-    decay_ratio: bool = True
-    label: str = "mssr_full"
+    _settings = ("event_steps", "lambda0", "lambda_min", "beta_r")
+
+    pattern: str | list[int]
+    first_interval: float
+    eta_p: float
+    rho_p: float
+    interval_unit: int
+    lambda0: float
+    lambda_min: float
+    beta_r: float
+    decay_ratio: bool
+    label: str
 
     def __post_init__(self) -> None:
         self.name = self.label
@@ -376,26 +426,26 @@ class IntervalReplay(_StrategyBase):
         return replay_ratio(step, self.lambda0, self.lambda_min, self.beta_r)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ThresholdReplay(_StrategyBase):
     """``interval_pattern="threshold"`` (App. B, $\\tau^\\star$ of ``eq:tau_star``): replay when the mean memory
     strength of the bank falls below ``threshold``; at least ``min_gap`` steps between replay events."""
 
-    threshold: float = 0.5
-    min_gap: int = 1
-    lambda0: float = 0.3
-    lambda_min: float = 0.05
-    beta_r: float = 1e-5
+    _settings = ("event_steps", "lambda0", "lambda_min", "beta_r", "threshold")
+
+    threshold: float
+    min_gap: int
+    lambda0: float
+    lambda_min: float
+    beta_r: float
+    label: str
     last_event: int = -(10**18)
     pending: int = 0
-    label: str = "mssr_full"
     bank_ranges: list[list[int]] = field(default_factory=list)  # the bank's ids as [start, end) runs (JSON-sized)
 
     def __post_init__(self) -> None:
         self.name = self.label
         self._check()
-        if not 0.0 < self.threshold < 1.0:
-            raise ValueError(f"replay threshold must lie in (0, 1), got {self.threshold}")
         self._bank_ids = torch.zeros(0, dtype=torch.int64)
 
     def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
@@ -425,25 +475,37 @@ class ThresholdReplay(_StrategyBase):
         return replay_ratio(step, self.lambda0, self.lambda_min, self.beta_r)
 
 
-@dataclass
-class LossTriggeredReplay(_StrategyBase):
+@dataclass(kw_only=True)
+class _TriggeredReplay(_StrategyBase):
+    """The baselines' replay event: once :meth:`observe` sees a trigger, the next ``event_steps`` steps replay a
+    fraction $\\lambda_0$ of the batch, uniformly."""
+
+    lambda0: float
+    pending: int = 0
+
+    def plan(self, step: int, memory: SampleMemory | None) -> float:
+        if self.bank_size == 0 or self.pending == 0:
+            return 0.0
+        self.pending -= 1
+        return self.lambda0
+
+
+@dataclass(kw_only=True)
+class LossTriggeredReplay(_TriggeredReplay):
     """``loss`` baseline: every ``probe_interval`` steps the trainer measures the mean loss of a fixed probe set of
     buffer samples (extra forwards, timed and logged); the first probe of a stage is the reference, and a probe loss
     above ``reference * (1 + threshold)`` triggers a replay event (ratio $\\lambda_0$, uniform) on the next steps."""
 
-    probe_interval: int = 50
-    threshold: float = 0.05
-    lambda0: float = 0.3
+    _settings = ("event_steps", "lambda0", "probe_interval", "threshold")
+    _rule_names = {"threshold": "probe_threshold"}
+
+    probe_interval: int
+    threshold: float
     reference: float | None = None
-    pending: int = 0
 
     def __post_init__(self) -> None:
         self.name = "loss"
         self._check()
-        if self.probe_interval < 1:
-            raise ValueError(f"probe_interval must be >= 1, got {self.probe_interval}")
-        if self.threshold < 0:
-            raise ValueError(f"the loss threshold must be >= 0, got {self.threshold}")
 
     def begin_stage(self, stage_start: int, num_steps: int, bank_ids: torch.Tensor) -> None:
         super().begin_stage(stage_start, num_steps, bank_ids)
@@ -458,32 +520,23 @@ class LossTriggeredReplay(_StrategyBase):
         elif loss > self.reference * (1.0 + self.threshold):
             self.pending = self.event_steps
 
-    def plan(self, step: int, memory: SampleMemory | None) -> float:
-        if self.bank_size == 0 or self.pending == 0:
-            return 0.0
-        self.pending -= 1
-        return self.lambda0
 
-
-@dataclass
-class AccuracyTriggeredReplay(_StrategyBase):
+@dataclass(kw_only=True)
+class AccuracyTriggeredReplay(_TriggeredReplay):
     """``accuracy`` baseline: every ``eval_interval`` steps the trainer evaluates the earlier tasks' validation
     subsets (through a caller-supplied callable; extra time, logged); a score more than ``drop`` below that task's
     best so far triggers a replay event (ratio $\\lambda_0$, uniform) on the next steps."""
 
-    eval_interval: int = 100
-    drop: float = 0.02
-    lambda0: float = 0.3
+    _settings = ("event_steps", "lambda0", "eval_interval", "drop")
+    _rule_names = {"drop": "eval_drop"}
+
+    eval_interval: int
+    drop: float
     best: dict[str, float] = field(default_factory=dict)
-    pending: int = 0
 
     def __post_init__(self) -> None:
         self.name = "accuracy"
         self._check()
-        if self.eval_interval < 1:
-            raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
-        if self.drop < 0:
-            raise ValueError(f"the accuracy drop must be >= 0, got {self.drop}")
 
     def observe(self, step: int, signals: ReplaySignals) -> None:
         if not signals.scores:
@@ -497,63 +550,45 @@ class AccuracyTriggeredReplay(_StrategyBase):
         if dropped:
             self.pending = self.event_steps
 
-    def plan(self, step: int, memory: SampleMemory | None) -> float:
-        if self.bank_size == 0 or self.pending == 0:
-            return 0.0
-        self.pending -= 1
-        return self.lambda0
-
 
 def build_strategy(
-    name: str,
-    *,
-    interval_pattern: str | Sequence[int] = "expanding",
-    first_interval: float = 100,
-    eta_p: float = 0.5,
-    rho_p: float = 0.05,
-    interval_unit: int = 1,
-    fixed_interval: int = 100,
-    lambda0: float = 0.3,
-    lambda_min: float = 0.05,
-    beta_r: float = 1e-5,
-    threshold: float = 0.5,
-    event_steps: int = 1,
-    probe_interval: int = 50,
-    probe_threshold: float = 0.05,
-    eval_interval: int = 100,
-    eval_drop: float = 0.02,
-) -> ReplayStrategy:
-    """The strategy called ``name`` (one of :data:`STRATEGY_NAMES`), with the paper's defaults.
+    name: str, *, interval_pattern: str | Sequence[int], first_interval: float, eta_p: float, rho_p: float,
+    interval_unit: int, fixed_interval: int, lambda0: float, lambda_min: float, beta_r: float, threshold: float,
+    event_steps: int, probe_interval: int, probe_threshold: float, eval_interval: int, eval_drop: float,
+) -> ReplayStrategy:  # fmt: skip
+    """The strategy called ``name`` (one of :data:`STRATEGY_NAMES`).
 
-    ``interval_pattern`` applies to ``mssr_sch`` and ``mssr_full`` (``fixed``, ``geometric``, ``ebbinghaus``, a list
-    of steps, or ``threshold``: replay when the bank's mean strength falls below ``threshold``).
+    Every setting is required (``MSSRConfig``'s ``replay_*`` fields hold the defaults; ``strategy_from_config`` in
+    :mod:`mssr_hf.mssr_config` builds from a config) and checked, whether ``name`` uses it or not: a value outside its
+    range raises a :class:`~mssr_hf.memory.HyperparameterError` naming the argument and the rule.
+
+    ``interval_pattern`` applies to ``mssr_sch`` and ``mssr_full`` (``expanding``, ``fixed``, ``geometric``,
+    ``ebbinghaus``, a list of steps, or ``threshold``: replay when the bank's mean strength falls below
+    ``threshold``); ``fixed`` replays every ``fixed_interval`` steps, ``mssr_spl`` every ``first_interval`` steps;
+    ``probe_*`` configure ``loss``, ``eval_*`` ``accuracy``.
     """
-    if isinstance(interval_pattern, str) and interval_pattern not in INTERVAL_PATTERNS:
-        raise ValueError(
-            f"interval_pattern must be one of {INTERVAL_PATTERNS} or a list of steps, got {interval_pattern!r}"
-        )
+    settings = {key: value for key, value in locals().items() if key != "name"}
+    if name not in STRATEGY_NAMES:
+        raise HyperparameterError("build_strategy", "name", name, f"choose one of {STRATEGY_NAMES}")
+    _check_settings("build_strategy", settings)
     ratio = dict(lambda0=lambda0, lambda_min=lambda_min, beta_r=beta_r)
     schedule = dict(first_interval=first_interval, eta_p=eta_p, rho_p=rho_p, interval_unit=interval_unit)
     if name == "none":
-        return NoReplay()
-    if name == "fixed":
-        return IntervalReplay(pattern="fixed", first_interval=fixed_interval, decay_ratio=False, label="fixed",
-                              event_steps=event_steps, **ratio)  # fmt: skip
+        return NoReplay(event_steps=event_steps)
     if name == "loss":
         return LossTriggeredReplay(probe_interval=probe_interval, threshold=probe_threshold, lambda0=lambda0,
                                    event_steps=event_steps)  # fmt: skip
     if name == "accuracy":
         return AccuracyTriggeredReplay(eval_interval=eval_interval, drop=eval_drop, lambda0=lambda0,
                                        event_steps=event_steps)  # fmt: skip
-    if name == "mssr_spl":
-        return IntervalReplay(pattern="fixed", first_interval=first_interval, decay_ratio=False, weighted=True,
-                              label="mssr_spl", event_steps=event_steps, **ratio)  # fmt: skip
-    if name in ("mssr_sch", "mssr_full"):
-        weighted = name == "mssr_full"
-        if interval_pattern == "threshold":
-            return ThresholdReplay(threshold=threshold, min_gap=max(1, event_steps), weighted=weighted, label=name,
-                                   event_steps=event_steps, **ratio)  # fmt: skip
-        pattern = interval_pattern if isinstance(interval_pattern, str) else [int(t) for t in interval_pattern]
-        return IntervalReplay(pattern=pattern, weighted=weighted, label=name, event_steps=event_steps,
-                              **schedule, **ratio)  # fmt: skip
-    raise ValueError(f"replay strategy must be one of {STRATEGY_NAMES}, got {name!r}")
+    if name in ("fixed", "mssr_spl"):  # fixed intervals, constant ratio; mssr_spl selects by memory weights
+        every = fixed_interval if name == "fixed" else first_interval
+        return IntervalReplay(pattern="fixed", **{**schedule, "first_interval": every}, decay_ratio=False,
+                              weighted=name == "mssr_spl", label=name, event_steps=event_steps, **ratio)  # fmt: skip
+    weighted = name == "mssr_full"  # mssr_sch or mssr_full
+    if interval_pattern == "threshold":
+        return ThresholdReplay(threshold=threshold, min_gap=max(1, event_steps), weighted=weighted, label=name,
+                               event_steps=event_steps, **ratio)  # fmt: skip
+    pattern = interval_pattern if isinstance(interval_pattern, str) else [int(t) for t in interval_pattern]
+    return IntervalReplay(pattern=pattern, decay_ratio=True, weighted=weighted, label=name, event_steps=event_steps,
+                          **schedule, **ratio)  # fmt: skip

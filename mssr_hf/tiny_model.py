@@ -44,19 +44,30 @@ def build_tiny_tokenizer(corpus: Iterable[str] = (), vocab_size: int = 512):
     return fast
 
 
-def build_tiny_model(tokenizer, hidden_size: int = 32, layers: int = 2, seed: int = 0):
-    """A randomly initialised ``LlamaForCausalLM`` sized for ``tokenizer`` (a few hundred thousand parameters)."""
+def build_tiny_model(
+    tokenizer,
+    hidden_size: int = 32,
+    layers: int = 2,
+    seed: int = 0,
+    *,
+    intermediate_size: int | None = None,
+    heads: int = 4,
+    kv_heads: int = 2,
+    max_positions: int = 512,
+):
+    """A randomly initialised ``LlamaForCausalLM`` sized for ``tokenizer`` (a few hundred thousand parameters at the
+    defaults; ``intermediate_size`` defaults to ``2 * hidden_size``)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
+        intermediate_size=intermediate_size or 2 * hidden_size,
         num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

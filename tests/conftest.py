@@ -1,3 +1,5 @@
+import dataclasses
+import functools
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,3 +30,27 @@ def tiny_model_dir(tmp_path_factory):
     corpus = [r["prompt"] + r["completion"] for op in "+-*" for r in arithmetic_rows(200, op)]
     corpus += ["plus minus times"] * 20  # the answer words of tests/test_continual.py
     return str(save_tiny_model(tmp_path_factory.mktemp("tiny") / "model", corpus))
+
+
+@functools.cache
+def _config_defaults() -> dict:
+    """MSSRConfig's field defaults: the one source of the memory's and the strategies' hyperparameters."""
+    from mssr_hf.mssr_config import MSSRConfig
+
+    return {f.name: f.default for f in dataclasses.fields(MSSRConfig)}
+
+
+def make_memory(num_samples: int = 0, **overrides):
+    """A SampleMemory with MSSRConfig's defaults and seed 0; ``overrides`` use SampleMemory's argument names."""
+    from mssr_hf.memory import SampleMemory
+    from mssr_hf.mssr_config import constructor_arguments
+
+    return SampleMemory(num_samples, **{**constructor_arguments("memory", _config_defaults()), "seed": 0, **overrides})
+
+
+def make_strategy(name: str, **overrides):
+    """``build_strategy(name, ...)`` with MSSRConfig's defaults; ``overrides`` use build_strategy's argument names."""
+    from mssr_hf.mssr_config import constructor_arguments
+    from mssr_hf.scheduler import build_strategy
+
+    return build_strategy(**{**constructor_arguments("strategy", _config_defaults()), "name": name, **overrides})

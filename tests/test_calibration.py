@@ -5,13 +5,13 @@ import math
 
 import pytest
 import torch
+from conftest import make_memory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
 from mssr_hf.memory import (
     ForgettingModel,
-    SampleMemory,
     calibrated_log_weights,
     forgetting_features,
     memory_time,
@@ -43,7 +43,7 @@ class TestMemoryTime:
         assert_close(memory_time(torch.tensor([50, 150, 200, 220]), segments), t64(50, 101, 102, 107))
 
     def test_set_time_unit_keeps_earlier_times(self):
-        mem = SampleMemory(2)
+        mem = make_memory(2)
         mem.set_time_unit(50, step=100)
         mem.set_time_unit(4, step=200)
         assert mem.time_segments == [(0, 0.0, 1.0), (100, 100.0, 50.0), (200, 102.0, 4.0)]
@@ -52,7 +52,7 @@ class TestMemoryTime:
         assert len(mem.time_segments) == 3
 
     def test_bad_unit_and_time_going_back(self):
-        mem = SampleMemory(1)
+        mem = make_memory(1)
         with pytest.raises(ValueError, match="memory time unit"):
             mem.set_time_unit(0, step=1)
         mem.observe([0], [1.0], step=10)
@@ -62,7 +62,7 @@ class TestMemoryTime:
     def test_hazard_in_memory_time(self):
         # alpha = 0.01, gamma_d = 0 (no difficulty), S = 1: h = 0.01 per unit. 10 steps per unit, 200 steps
         # unseen = 20 units: log m = -0.01 * 20 = -0.2
-        mem = SampleMemory(1, gamma_d=0.0)
+        mem = make_memory(1, gamma_d=0.0)
         mem.set_time_unit(10, step=0)
         assert_close(mem.log_strength([0], step=200), t64(-0.2))
         assert_close(mem.elapsed_since_review([0], step=200), t64(20))
@@ -71,9 +71,9 @@ class TestMemoryTime:
     @given(unit=st.floats(1.5, 40.0), steps=st.lists(st.integers(1, 30), min_size=1, max_size=6))
     def test_a_unit_of_u_steps_is_the_step_clock_with_rates_divided_by_u(self, unit, steps):
         """Time unit u == the paper's clock with alpha, gamma_d and rho divided by u (same m, S, weights)."""
-        slow = SampleMemory(4, alpha=0.01, gamma_d=0.2, rho=0.01, phi="identity")
+        slow = make_memory(4, alpha=0.01, gamma_d=0.2, rho=0.01, phi="identity")
         slow.set_time_unit(unit, step=0)
-        fast = SampleMemory(4, alpha=0.01 / unit, gamma_d=0.2 / unit, rho=0.01 / unit, phi="identity")
+        fast = make_memory(4, alpha=0.01 / unit, gamma_d=0.2 / unit, rho=0.01 / unit, phi="identity")
         step = 0
         for i, gap in enumerate(steps):
             step += gap
@@ -86,10 +86,10 @@ class TestMemoryTime:
         assert_close(slow.stability, fast.stability, rtol=1e-9, atol=1e-12)
 
     def test_default_clock_is_unchanged_and_state_round_trips(self):
-        mem = SampleMemory(3)
+        mem = make_memory(3)
         mem.expose([0, 1], [1.0, 2.0], step=4)
         mem.set_time_unit(8, step=10)
-        other = SampleMemory(3)
+        other = make_memory(3)
         other.load_state_dict(mem.state_dict())
         assert other.time_segments == mem.time_segments
         assert_close(other.log_strength(step=30), mem.log_strength(step=30))
@@ -150,7 +150,7 @@ class TestForgettingModel:
     def test_memory_fits_the_observed_rise_since_the_last_exposure(self):
         # sample 0 (cohort 0) is seen at loss 1.0 at step 1, again at loss 3.0 at step 11: one observation, rise 2
         # after 10 steps; with a tiny ridge and one cohort, the intercept-only direction gets it all.
-        mem = SampleMemory(1, calibration_decay=1.0, calibration_prior=0.0)
+        mem = make_memory(1, calibration_decay=1.0, calibration_prior=0.0)
         mem.expose([0], [1.0], step=1)
         mem.expose([0], [3.0], step=11)
         assert float(mem.forgetting.scores[0]) == 1.0
@@ -190,7 +190,7 @@ class TestCalibratedSelection:
     def test_memory_prefers_the_cohort_whose_loss_rises(self):
         """Cohort 0 was forgotten (its losses rose by 2 at every exposure), cohort 1 was not: the calibrated memory
         replays cohort 0's samples far more often than uniform selection does."""
-        mem = SampleMemory(weighting="calibrated", zeta=3.0)
+        mem = make_memory(weighting="calibrated", zeta=3.0)
         first, second = mem.extend(20, step=0), mem.extend(20, step=0)
         for step in range(1, 9):
             mem.expose(first, torch.full((20,), 1.0 + 2.0 * step, dtype=torch.float64), step)

@@ -9,13 +9,13 @@ import math
 
 import pytest
 import torch
+from conftest import make_memory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 from torch.testing import assert_close
 
 from mssr_hf.memory import (
-    SampleMemory,
     consolidated_stability,
     decayed_log_strength,
     difficulty,
@@ -273,7 +273,7 @@ class TestScenario:
     """extend -> observe -> review -> update_hazard -> strength, every state tensor checked (DESIGN.md section 3)."""
 
     def test_full_scenario(self):
-        mem = SampleMemory(3, **SIMPLE)
+        mem = make_memory(3, **SIMPLE)
         # extend at step 0: S = s_init = 1, h = alpha / s_init = 0.01, log m = 0, anchor = last review = 0
         close(mem.stability, t64(1.0, 1.0, 1.0))
         close(mem.hazard, t64(0.01, 0.01, 0.01))
@@ -343,7 +343,7 @@ class TestScenario:
         close(mem.replay_weights(step=40), t64(0.11575948012444062, 0.5700176744215906, 0.3142228454539689))
 
     def test_never_seen_samples_use_half(self):
-        mem = SampleMemory(3, **SIMPLE)
+        mem = make_memory(3, **SIMPLE)
         mem.observe([0, 1], [1.0, 3.0], step=0)
         mem.update_hazard(step=0)
         # seen: (1-1)/2 = 0, (3-1)/2 = 1; never-seen: 0.5 -> h = [0.01, 0.21, 0.01 + 0.2*0.5 = 0.11]
@@ -354,7 +354,7 @@ class TestScenario:
         close(mem.hazard[2:], t64(0.11 / s))
 
     def test_before_first_update_everyone_uses_half(self):
-        mem = SampleMemory(2, **SIMPLE)
+        mem = make_memory(2, **SIMPLE)
         mem.observe([0, 1], [0.0, 100.0], step=0)
         mem.review([0, 1], step=0)  # m = 1 -> no consolidation gain, S stays 1
         # loss_range is None: l_hat = 0.5 for both despite very different losses -> h = 0.11/1
@@ -362,7 +362,7 @@ class TestScenario:
         close(mem.hazard, t64(0.11, 0.11))
 
     def test_default_hparams_are_the_papers(self):
-        hp = SampleMemory(0).hparams()
+        hp = make_memory(0).hparams()
         assert hp == {
             "alpha": 0.01, "gamma_d": 0.2, "phi": "sigmoid", "phi_k": 10.0, "phi_c": 0.5, "phi_p": 2.0,
             "phi_kappa": 10.0, "ema_beta": 0.95, "quantiles": [0.05, 0.95], "eta_s": 0.05, "beta_s": 0.5,
@@ -385,7 +385,7 @@ H_LOW, H_MID, H_HIGH = 0.011338570184856971, 0.11, 0.20866142981514307
 
 class TestClosedForm:
     def _memory(self):
-        mem = SampleMemory(3, ema_beta=0.5)
+        mem = make_memory(3, ema_beta=0.5)
         mem.observe([0, 1, 2], [1.0, 2.0, 3.0], step=0)
         mem.update_hazard(step=0)
         close(mem.hazard, t64(H_LOW, H_MID, H_HIGH))
@@ -455,7 +455,7 @@ class TestFiniteForAnyElapsedTime:
     HP = dict(alpha=50.0, gamma_d=50.0, s_min=0.01, s_init=0.01, s_max=1.0)  # h between 5000 and 10000
 
     def _memory(self, **kw):
-        mem = SampleMemory(4, **{**self.HP, **kw})
+        mem = make_memory(4, **{**self.HP, **kw})
         mem.observe([0, 1, 2], [1.0, 2.0, 3.0], step=0)
         mem.update_hazard(step=0)
         mem.review([3], step=5)
@@ -498,7 +498,7 @@ class TestFiniteForAnyElapsedTime:
         assert torch.isfinite(p).all() and p.sum().item() == pytest.approx(1.0, abs=1e-12)
 
     def test_gain_weight_zero_right_after_review(self):
-        mem = SampleMemory(3, weighting="gain", beta_m=1.0, rho=0.01)
+        mem = make_memory(3, weighting="gain", beta_m=1.0, rho=0.01)
         mem.review([0], step=10)
         log_w = mem.replay_log_weights(step=10)
         assert log_w[0].item() == -INF  # m = 1 -> (1 - 1)^1 = 0
@@ -507,13 +507,13 @@ class TestFiniteForAnyElapsedTime:
         close(p, t64(0.0, 0.5, 0.5))
 
     def test_gain_all_weights_zero_is_uniform(self):
-        mem = SampleMemory(3, weighting="gain")
+        mem = make_memory(3, weighting="gain")
         mem.review([0, 1, 2], step=7)
         assert (mem.replay_log_weights() == -INF).all()
         close(mem.replay_weights(), t64(1 / 3, 1 / 3, 1 / 3))
 
     def test_gain_beta_m_zero(self):
-        mem = SampleMemory(3, weighting="gain", beta_m=0.0, rho=0.01)
+        mem = make_memory(3, weighting="gain", beta_m=0.0, rho=0.01)
         mem.review([0], step=5)
         # (1-m)^0 = 1 for every m: p ∝ e^{0.01 dt}, dt = [0, 5, 5] -> [1, e^0.05, e^0.05] / (1 + 2 e^0.05)
         # = [1/3.1025421928, 1.0512710964/3.1025421928] = [0.3223163257, 0.3388418371, 0.3388418371]
@@ -521,7 +521,7 @@ class TestFiniteForAnyElapsedTime:
 
     def test_absurd_hazard_times_time_stays_finite(self):
         # h = 1e300 / 1e-5 = 1e305 per step, for 1e15 steps: the product overflows float64; log m is clamped.
-        mem = SampleMemory(3, alpha=1e300, s_min=1e-5, s_init=1e-5)
+        mem = make_memory(3, alpha=1e300, s_min=1e-5, s_init=1e-5)
         mem.review([0], step=10**15)
         assert torch.isfinite(mem.log_strength(step=10**15 + 10)).all()
         p = mem.replay_weights(step=10**15 + 10)
@@ -531,19 +531,19 @@ class TestFiniteForAnyElapsedTime:
 @pytest.mark.parametrize("name", ["s_max", "eta_s", "rho", "sigma_s", "phi_k", "beta_m"])
 def test_infinite_hyperparameters_are_refused(name):
     with pytest.raises(ValueError, match=name):
-        SampleMemory(2, **{name: float("inf")})
+        make_memory(2, **{name: float("inf")})
 
 
 def test_numpy_integer_steps_are_accepted():
     import numpy as np
 
-    mem = SampleMemory(2)
+    mem = make_memory(2)
     mem.review([0], step=np.int64(3))
     assert mem.clock == 3 and isinstance(mem.clock, int)
 
 
 def test_observe_with_only_non_finite_losses_advances_the_clock():
-    mem = SampleMemory(2)
+    mem = make_memory(2)
     mem.observe([0, 1], [float("nan"), float("inf")], step=4)
     assert mem.clock == 4 and mem.skipped_losses == 2
     with pytest.raises(ValueError, match="earlier than"):
@@ -624,7 +624,7 @@ class TestProperties:
     def test_invariants_along_any_sequence(self, scenario):
         """S in [s_min, s_max]; m in (0, 1]; m = 1 right after a review; weights >= 0 summing to 1."""
         n, hp, ops = scenario
-        mem, step = SampleMemory(n, **hp), 0
+        mem, step = make_memory(n, **hp), 0
         for op in ops:
             step = apply(mem, op, step)
             assert (mem.stability >= hp["s_min"]).all() and (mem.stability <= hp["s_max"]).all()
@@ -645,7 +645,7 @@ class TestProperties:
     def test_strength_non_increasing_between_reviews(self, scenario):
         """For a fixed state m(t) is non-increasing in t; at update points log m never rises without a review."""
         n, hp, ops = scenario
-        mem, step = SampleMemory(n, **hp), 0
+        mem, step = make_memory(n, **hp), 0
         recorded, last_review = mem.log_strength(step=0), mem.last_review.clone()
         for op in ops:
             step = apply(mem, op, step)
@@ -662,7 +662,7 @@ class TestProperties:
     def test_stability_monotone_under_review_without_noise(self, scenario):
         """sigma_s = 0: every review leaves S >= its previous value; observe / update_hazard leave S unchanged."""
         n, hp, ops = scenario
-        mem, step = SampleMemory(n, **hp), 0
+        mem, step = make_memory(n, **hp), 0
         for op in ops:
             before = mem.stability.clone()
             step = apply(mem, op, step)
@@ -676,9 +676,9 @@ class TestProperties:
     def test_state_dict_round_trip_continues_identically(self, scenario, data):
         n, hp, ops = scenario
         more = data.draw(op_lists(n))
-        original = SampleMemory(n, **hp)
+        original = make_memory(n, **hp)
         step = run(original, ops)
-        restored = SampleMemory(n + 2, **{**hp, "seed": hp["seed"] + 1})  # other size and seed: all overwritten
+        restored = make_memory(n + 2, **{**hp, "seed": hp["seed"] + 1})  # other size and seed: all overwritten
         restored.load_state_dict(original.state_dict())
         assert_same_memory(original, restored)
         more = more + [("review", 1, list(range(n)))]  # make sure the generator is used after the restore
@@ -690,24 +690,24 @@ class TestProperties:
     @given(scenarios())
     def test_deterministic_under_seed(self, scenario):
         n, hp, ops = scenario
-        a, b = SampleMemory(n, **hp), SampleMemory(n, **hp)
+        a, b = make_memory(n, **hp), make_memory(n, **hp)
         run(a, ops)
         run(b, ops)
         assert_same_memory(a, b)
 
     def test_different_seeds_differ_with_noise(self):
         hp = dict(s_min=1.0, s_max=10.0, s_init=5.0, sigma_s=0.5)
-        a, b = SampleMemory(8, seed=1, **hp), SampleMemory(8, seed=2, **hp)
+        a, b = make_memory(8, seed=1, **hp), make_memory(8, seed=2, **hp)
         for mem in (a, b):
             mem.review(range(8), step=3)
         assert not torch.equal(a.stability, b.stability)
-        c = SampleMemory(8, seed=1, **hp)
+        c = make_memory(8, seed=1, **hp)
         c.review(range(8), step=3)
         assert torch.equal(a.stability, c.stability)
 
     def test_review_deduplicates_noise_draws(self):
         hp = dict(s_init=5.0, sigma_s=0.5, seed=3)
-        a, b = SampleMemory(3, **hp), SampleMemory(3, **hp)
+        a, b = make_memory(3, **hp), make_memory(3, **hp)
         a.review([2, 1, 1, 2], step=4)
         b.review([1, 2], step=4)
         assert_same_memory(a, b)
@@ -720,7 +720,7 @@ class TestProperties:
 
 class TestExtend:
     def test_ids_grow_stage_by_stage_and_old_samples_untouched(self):
-        mem = SampleMemory(0, s_init=2.0, s_min=1.0, s_max=10.0, alpha=0.01, ema_beta=0.5)
+        mem = make_memory(0, s_init=2.0, s_min=1.0, s_max=10.0, alpha=0.01, ema_beta=0.5)
         assert len(mem) == 0
         assert torch.equal(mem.extend(3, step=0), i64(0, 1, 2))
         mem.observe([0, 1, 2], [1.0, 2.0, 3.0], step=2)
@@ -748,7 +748,7 @@ class TestExtend:
         assert len(mem) == 6 and mem.anchor_step[5].item() == 20
 
     def test_constructor_extends_at_step_zero(self):
-        mem = SampleMemory(4)
+        mem = make_memory(4)
         assert len(mem) == 4 and torch.equal(mem.anchor_step, i64(0, 0, 0, 0))
         for name in STATE_TENSORS:
             assert getattr(mem, name).numel() == 4, name
@@ -761,7 +761,7 @@ class TestExtend:
 
 class TestObserve:
     def test_non_finite_losses_skipped_and_counted(self):
-        mem = SampleMemory(3, ema_beta=0.5)
+        mem = make_memory(3, ema_beta=0.5)
         skipped = mem.observe([0, 1, 2, 0], [NAN, INF, -INF, 2.0], step=1)
         assert skipped == 3 and mem.skipped_losses == 3
         close(mem.ema_loss, t64(2.0, 0.0, 0.0))
@@ -776,7 +776,7 @@ class TestObserve:
         close(mem.ema_loss, t64(3.0, 0.0, 0.0))
 
     def test_duplicate_ids_are_one_observation_of_the_mean(self):
-        mem = SampleMemory(3, ema_beta=0.5)
+        mem = make_memory(3, ema_beta=0.5)
         mem.observe([1, 1, 1], [1.0, 2.0, 6.0], step=0)
         close(mem.ema_loss, t64(0.0, 3.0, 0.0))  # first observation: mean (1+2+6)/3 = 3
         mem.observe([1, 1], [2.0, 6.0], step=1)
@@ -788,7 +788,7 @@ class TestObserve:
         assert mem.skipped_losses == 1
 
     def test_accepts_tensors_and_leaves_other_state_alone(self):
-        mem = SampleMemory(3)
+        mem = make_memory(3)
         before = snapshot(mem)
         mem.observe(torch.tensor([2, 0]), torch.tensor([1.5, 0.5], dtype=torch.float32), step=4)
         close(mem.ema_loss, t64(0.5, 0.0, 1.5))
@@ -796,7 +796,7 @@ class TestObserve:
             assert torch.equal(getattr(mem, name), before[name]), name
 
     def test_empty_observe(self):
-        mem = SampleMemory(2)
+        mem = make_memory(2)
         assert mem.observe([], [], step=0) == 0
         assert not mem.seen.any()
 
@@ -856,7 +856,7 @@ def _assert_states_equal(a, b, path="state"):
 
 
 def _busy_memory(**kw):
-    mem = SampleMemory(5, sigma_s=0.3, s_init=3.0, **kw)
+    mem = make_memory(5, sigma_s=0.3, s_init=3.0, **kw)
     mem.observe([0, 1, 2, 3], [1.0, NAN, 3.0, 0.5], step=1)
     mem.update_hazard(step=4)
     mem.review([1, 3], step=6)
@@ -865,10 +865,10 @@ def _busy_memory(**kw):
 
 class TestStateDict:
     def test_only_plain_types(self):
-        for mem in (SampleMemory(0), SampleMemory(3), _busy_memory()):
+        for mem in (make_memory(0), make_memory(3), _busy_memory()):
             state = mem.state_dict()
             _check_types(state)
-        assert SampleMemory(2).state_dict()["loss_range"] is None
+        assert make_memory(2).state_dict()["loss_range"] is None
         assert _busy_memory().state_dict()["loss_range"] is not None
 
     def test_state_dict_is_a_copy(self):
@@ -876,7 +876,7 @@ class TestStateDict:
         state = mem.state_dict()
         state["stability"].fill_(123.0)
         assert (mem.stability != 123.0).all()
-        other = SampleMemory(5, sigma_s=0.3, s_init=3.0)
+        other = make_memory(5, sigma_s=0.3, s_init=3.0)
         other.load_state_dict(mem.state_dict())
         other.stability.fill_(7.0)
         assert (mem.stability != 7.0).all()
@@ -892,7 +892,7 @@ class TestStateDict:
         skeleton = json.loads((tmp_path / "memory.json").read_text())
         loaded = _join(skeleton, load_file(str(tmp_path / "memory.safetensors")))
         _assert_states_equal(state, loaded)
-        fresh = SampleMemory(0, sigma_s=0.3, s_init=3.0)
+        fresh = make_memory(0, sigma_s=0.3, s_init=3.0)
         fresh.load_state_dict(loaded)
         assert_same_memory(mem, fresh)
         _assert_states_equal(fresh.state_dict(), state)
@@ -906,15 +906,15 @@ class TestStateDict:
     def test_strict_hparam_mismatch(self):
         state = _busy_memory().state_dict()
         with pytest.raises(ValueError, match="alpha"):
-            SampleMemory(0, sigma_s=0.3, s_init=3.0, alpha=0.02).load_state_dict(state)
+            make_memory(0, sigma_s=0.3, s_init=3.0, alpha=0.02).load_state_dict(state)
         with pytest.raises(ValueError, match="quantiles"):
-            SampleMemory(0, sigma_s=0.3, s_init=3.0, quantiles=(0.1, 0.9)).load_state_dict(state)
+            make_memory(0, sigma_s=0.3, s_init=3.0, quantiles=(0.1, 0.9)).load_state_dict(state)
         with pytest.raises(ValueError, match="phi"):
-            SampleMemory(0, sigma_s=0.3, s_init=3.0, phi="log").load_state_dict(state)
+            make_memory(0, sigma_s=0.3, s_init=3.0, phi="log").load_state_dict(state)
 
     def test_non_strict_loads_state_keeps_own_hparams(self):
         source = _busy_memory()
-        target = SampleMemory(0, sigma_s=0.3, s_init=3.0, alpha=0.02)
+        target = make_memory(0, sigma_s=0.3, s_init=3.0, alpha=0.02)
         target.load_state_dict(source.state_dict(), strict=False)
         assert target.alpha == 0.02
         for name in STATE_TENSORS:
@@ -925,7 +925,7 @@ class TestStateDict:
         state = _busy_memory().state_dict()
         state["hazard"] = state["hazard"][:2]
         with pytest.raises(ValueError, match="hazard"):
-            SampleMemory(0, sigma_s=0.3, s_init=3.0).load_state_dict(state)
+            make_memory(0, sigma_s=0.3, s_init=3.0).load_state_dict(state)
 
 
 # ================================================================================================================
@@ -973,23 +973,23 @@ class TestBadInputs:
     )
     def test_bad_hparams(self, kwargs, match):
         with pytest.raises(ValueError, match=match):
-            SampleMemory(2, **kwargs)
+            make_memory(2, **kwargs)
 
     def test_good_edge_hparams_accepted(self):
-        SampleMemory(1, beta_s=1.0, quantiles=(0.0, 1.0), zeta=0.0, alpha=0.0, s_min=2.0, s_max=2.0, s_init=2.0)
+        make_memory(1, beta_s=1.0, quantiles=(0.0, 1.0), zeta=0.0, alpha=0.0, s_min=2.0, s_max=2.0, s_init=2.0)
 
     def test_negative_num_samples(self):
         with pytest.raises(ValueError, match="num_samples"):
-            SampleMemory(-1)
+            make_memory(-1)
 
     @pytest.mark.parametrize("n", [-1, 1.5, "3"])
     def test_extend_bad_n(self, n):
         with pytest.raises(ValueError, match=r"\bn must"):
-            SampleMemory(2).extend(n, step=0)
+            make_memory(2).extend(n, step=0)
 
     @pytest.mark.parametrize("bad_id", [-1, 3, 100])
     def test_ids_out_of_range(self, bad_id):
-        mem = SampleMemory(3)
+        mem = make_memory(3)
         pattern = rf"ids must lie in \[0, 3\).*got {bad_id}"
         with pytest.raises(ValueError, match=pattern):
             mem.observe([0, bad_id], [1.0, 1.0], step=0)
@@ -1002,14 +1002,14 @@ class TestBadInputs:
         assert not mem.seen.any() and mem.clock == 0  # nothing was written
 
     def test_mismatched_ids_and_losses(self):
-        mem = SampleMemory(3)
+        mem = make_memory(3)
         with pytest.raises(ValueError, match="ids and losses"):
             mem.observe([0, 1], [1.0], step=0)
         with pytest.raises(ValueError, match="ids and losses"):
             mem.observe([0], [1.0, 2.0, 3.0], step=0)
 
     def test_negative_step(self):
-        mem = SampleMemory(3)
+        mem = make_memory(3)
         for call in (
             lambda: mem.observe([0], [1.0], step=-1),
             lambda: mem.review([0], step=-1),
@@ -1021,7 +1021,7 @@ class TestBadInputs:
                 call()
 
     def test_step_earlier_than_latest_update(self):
-        mem = SampleMemory(3)
+        mem = make_memory(3)
         mem.update_hazard(step=10)
         for call in (
             lambda: mem.observe([0], [1.0], step=5),
@@ -1045,7 +1045,7 @@ class TestBadInputs:
 )
 def test_expose_equals_observe_then_review_of_finite(first, second, sigma):
     """expose() is observe() followed by review() of the ids whose loss was finite, state for state."""
-    a, b = SampleMemory(10, sigma_s=sigma, seed=3), SampleMemory(10, sigma_s=sigma, seed=3)
+    a, b = make_memory(10, sigma_s=sigma, seed=3), make_memory(10, sigma_s=sigma, seed=3)
     for step, batch in ((2, first), (9, second)):
         ids = torch.tensor([i for i, _ in batch])
         losses = torch.tensor([v for _, v in batch], dtype=torch.float64)

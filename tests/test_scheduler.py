@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import torch
+from conftest import make_memory
+from conftest import make_strategy as build
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +38,6 @@ from mssr_hf.scheduler import (
     uniform_choice,
     weighted_choice,
 )
-from mssr_hf.scheduler import build_strategy as build
 from mssr_hf.state_io import load_state, save_state
 
 HYP = settings(max_examples=50, deadline=None)
@@ -65,7 +66,7 @@ def ratio(step: int, lambda0: float = 0.3, lambda_min: float = 0.05, beta_r: flo
 def decayed_memory(n: int = 20, review_step: int = 500) -> SampleMemory:
     """n samples added at step 0; the first half reviewed at ``review_step`` (m = 1 there), the second half never
     reviewed: h = alpha / s_init = 0.01, so m = e^{-0.01 * 500} = e^{-5} ~ 0.0067 at step 500."""
-    memory = SampleMemory(n)
+    memory = make_memory(n)
     memory.review(torch.arange(n // 2), review_step)
     return memory
 
@@ -385,7 +386,7 @@ def test_weighted_choice_shape_mismatch(shape):
 
 
 def test_zeta_zero_gives_uniform_weights():
-    memory = SampleMemory(10, zeta=0.0)
+    memory = make_memory(10, zeta=0.0)
     memory.review(torch.arange(5), 400)  # ids 0..4: m = 1; ids 5..9: m = e^{-4}
     ids = torch.arange(10)
     assert torch.all(memory.replay_log_weights(ids, 400) == 0)
@@ -405,7 +406,7 @@ def test_zeta_zero_gives_uniform_weights():
 def _staleness_memory() -> SampleMemory:
     """10 samples added at step 0; last reviews: id 2 @5, id 1 @20, id 0 @30, id 3 @40, ids 4..9 @90.
     At step 100 they have gone unreviewed for 70, 80, 95, 60, 10, ..., 10 steps."""
-    memory = SampleMemory(10)
+    memory = make_memory(10)
     for ids, step in (([2], 5), ([1], 20), ([0], 30), ([3], 40), (list(range(4, 10)), 90)):
         memory.review(ids, step)
     return memory
@@ -568,7 +569,7 @@ def _trigger_everything(strategy):
 )
 def test_empty_bank_never_replays(name, kwargs):
     strategy = build(name, **kwargs)
-    memory = SampleMemory(0)
+    memory = make_memory(0)
     strategy.begin_stage(0, 300, torch.arange(0))
     _trigger_everything(strategy)
     assert plans(strategy, range(3, 301), memory) == {}
@@ -662,7 +663,7 @@ def test_threshold_pattern_builds_threshold_replay():
 def test_threshold_first_trigger_hand_computed():
     # 4 samples added at step 0, never reviewed: h = alpha / s_init = 0.01, m(t) = e^{-0.01 t} for all.
     # mean m < 0.5 <=> t > 100 ln 2 = 69.31 -> the first replay is at step 70.
-    memory = SampleMemory(4)
+    memory = make_memory(4)
     strategy = build("mssr_full", interval_pattern="threshold", threshold=0.5, beta_r=1e-3)
     strategy.begin_stage(0, 300, torch.arange(4))
     got = plans(strategy, range(1, 101), memory)
@@ -671,12 +672,12 @@ def test_threshold_first_trigger_hand_computed():
     # threshold 0.3: t > 100 ln(1/0.3) = 120.4 -> 121
     strategy = build("mssr_sch", interval_pattern="threshold", threshold=0.3)
     strategy.begin_stage(0, 300, torch.arange(4))
-    assert min(plans(strategy, range(1, 200), SampleMemory(4))) == 121
+    assert min(plans(strategy, range(1, 200), make_memory(4))) == 121
 
 
 def test_threshold_replays_exactly_when_bank_strength_below():
     # replayed samples are reviewed (as the trainer does), which resets m to 1; the oracle is the bank's mean m
-    memory = SampleMemory(6)
+    memory = make_memory(6)
     bank = torch.arange(6)
     strategy = build("mssr_full", interval_pattern="threshold", threshold=0.6)
     strategy.begin_stage(0, 600, bank)
@@ -694,7 +695,7 @@ def test_threshold_replays_exactly_when_bank_strength_below():
 
 
 def test_threshold_event_steps():
-    memory = SampleMemory(4)
+    memory = make_memory(4)
     strategy = build("mssr_full", interval_pattern="threshold", threshold=0.5, event_steps=3)
     strategy.begin_stage(0, 300, torch.arange(4))
     events = []
@@ -709,7 +710,7 @@ def test_threshold_event_steps():
     # without reviews the bank stays below the threshold: events of 3 steps, back to back (min_gap = event_steps)
     strategy = build("mssr_full", interval_pattern="threshold", threshold=0.5, event_steps=3)
     strategy.begin_stage(0, 300, torch.arange(4))
-    assert sorted(plans(strategy, range(1, 120), SampleMemory(4))) == list(range(70, 120))
+    assert sorted(plans(strategy, range(1, 120), make_memory(4))) == list(range(70, 120))
 
 
 def test_threshold_needs_memory():
@@ -722,7 +723,7 @@ def test_threshold_needs_memory():
 def test_threshold_uses_the_bank_ids():
     # DESIGN 4: "the mean strength of the replay bank", the bank being the ids given to begin_stage, which need not
     # be 0..n-1. ids 0..4 reviewed at 200 (m = 1); ids 5..9 never: m(201) = e^{-0.01 * 201} = 0.134
-    memory = SampleMemory(10)
+    memory = make_memory(10)
     memory.review(torch.arange(5), 200)
     strategy = build("mssr_sch", interval_pattern="threshold", threshold=0.5)
     strategy.begin_stage(200, 100, torch.arange(5, 10))  # decayed bank: mean m 0.134 < 0.5
@@ -973,13 +974,13 @@ def _primitive(value: Any) -> bool:
 @pytest.mark.parametrize("name, kwargs", STATE_CASES, ids=STATE_IDS)
 def test_state_dict_round_trip_mid_stage(name, kwargs, tmp_path):
     bank = torch.arange(6)
-    a, memory_a = build(name, **kwargs), SampleMemory(6)
+    a, memory_a = build(name, **kwargs), make_memory(6)
     a.begin_stage(0, 300, bank)
     before = _drive(a, memory_a, bank, range(1, 151))
     state = a.state_dict()
     assert state["name"] == name
     snapshot = _checkpoint_round_trip(state, tmp_path)
-    memory_b = SampleMemory(6)
+    memory_b = make_memory(6)
     memory_b.load_state_dict(copy.deepcopy(memory_a.state_dict()))
 
     b = build(name, **kwargs)
@@ -1003,7 +1004,7 @@ PRIMITIVE_CASES = [pytest.param(n, k, id=i) for (n, k), i in zip(STATE_CASES, ST
 @pytest.mark.parametrize("name, kwargs", PRIMITIVE_CASES)
 def test_state_dict_is_json_primitives(name, kwargs):
     bank = torch.arange(6)
-    a, memory = build(name, **kwargs), SampleMemory(6)
+    a, memory = build(name, **kwargs), make_memory(6)
     assert _primitive(a.state_dict())  # before any stage
     a.begin_stage(0, 300, bank)
     _drive(a, memory, bank, range(1, 151))
@@ -1036,7 +1037,7 @@ def test_state_round_trip_keeps_trigger_state():
 
     thr = build("mssr_full", interval_pattern="threshold", event_steps=2)
     thr.begin_stage(0, 300, torch.arange(4))
-    memory = SampleMemory(4)
+    memory = make_memory(4)
     assert thr.plan(70, memory) > 0  # m = e^{-0.7} = 0.497 < 0.5: first of two event steps
     restored = build("mssr_full", interval_pattern="threshold", event_steps=2)
     restored.load_state_dict(copy.deepcopy(thr.state_dict()))
@@ -1051,7 +1052,7 @@ SNAPSHOT_CASES = [pytest.param(n, k, id=i) for (n, k), i in zip(STATE_CASES, STA
 def test_state_dict_is_a_snapshot(name, kwargs):
     """A saved state does not change when the strategy goes on, nor does a restored strategy share it."""
     bank = torch.arange(6)
-    a, memory = build(name, **kwargs), SampleMemory(6)
+    a, memory = build(name, **kwargs), make_memory(6)
     a.begin_stage(0, 300, bank)
     _drive(a, memory, bank, range(1, 101))
     state = a.state_dict()

@@ -1,16 +1,19 @@
 """MSSRTrainer on a tiny random Llama: losses, ids, replay composition, resume, baselines' costs, bad input."""
 
+import copy
 import math
+import re
 
 import pytest
 import torch
-from conftest import arithmetic_rows
+from conftest import arithmetic_rows, make_memory
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
 from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
 from mssr_hf.mssr_trainer import MSSRTrainer
+from mssr_hf.sampler import MixedReplaySampler
 from mssr_hf.scheduler import interval_steps
 
 pytestmark = pytest.mark.slow
@@ -35,17 +38,14 @@ def task_and_bank(n_task=32, n_bank=48):
 
 
 class Recorder:
-    """Records every (step, ids, per-sample losses) the memory observes."""
+    """Records every (step, ids, per-sample losses) the memory observes, through the trainer's exposure listeners."""
 
     def __init__(self, trainer):
         self.trainer, self.calls = trainer, []
-        expose = trainer.memory.expose
+        trainer.exposure_listeners.append(self.record)
 
-        def recording_expose(ids, losses, step):
-            self.calls.append((step, ids.clone(), losses.clone()))
-            return expose(ids, losses, step)
-
-        trainer.memory.expose = recording_expose
+    def record(self, memory, ids, losses, step):
+        self.calls.append((step, ids.clone(), losses.clone()))
 
     def ids_by_step(self):
         out = {}
@@ -154,6 +154,29 @@ def test_replay_steps_hold_planned_bank_samples(tiny_model_dir, tmp_path):
                 assert int(trainer.memory.last_review[i]) >= step
 
 
+def test_exposure_listeners_see_each_exposure_first_and_bookkeeping_is_counted(tiny_model_dir, tmp_path):
+    """A listener passed to the trainer is called before every memory.expose, with the memory as it was (no id of the
+    call reviewed at that step yet); MSSRTrainer's own work is timed in counters and logged."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    calls = []
+
+    def listener(memory, ids, losses, step):
+        calls.append((step, ids.tolist(), bool((memory.last_review[ids] < step).all())))
+
+    args = config(tmp_path, max_steps=4, replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5)
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok,
+                          exposure_listeners=[listener])  # fmt: skip
+    trainer.train()
+    assert [step for step, _, _ in calls] == [1, 1, 2, 2, 3, 3, 4, 4]  # one call per micro-batch
+    assert all(before for _, _, before in calls)
+    for step, ids, _ in calls:
+        assert all(int(trainer.memory.last_review[i]) >= step for i in ids)  # then the memory took them
+    assert trainer.counters["bookkeeping_seconds"] > 0
+    logged = [e["replay/bookkeeping_seconds"] for e in trainer.state.log_history if "loss" in e]  # every step
+    assert len(logged) == 4 and logged == sorted(logged) and logged[-1] > 0
+
+
 class StopAt(TrainerCallback):
     def __init__(self, step):
         self.step = step
@@ -200,6 +223,99 @@ def test_resume_continues_identically(tiny_model_dir, tmp_path):
     torch.testing.assert_close(
         torch.tensor(step_losses(resumed)), torch.tensor(step_losses(straight)), atol=1e-6, rtol=0
     )
+
+
+def test_resume_with_another_batch_layout_or_seed_is_refused(tiny_model_dir, tmp_path):
+    """The checkpoint's sampler state records how the global batch was formed and the seed; resuming with another
+    gradient accumulation, per-device batch (even at the same global batch) or seed fails before training."""
+    task, bank = task_and_bank()
+    replay = dict(max_steps=4, replay_strategy="fixed", replay_fixed_interval=1, save_strategy="steps", save_steps=2)
+    model, tok = load(tiny_model_dir)
+    MSSRTrainer(model, config(tmp_path, **replay), train_dataset=task, replay_dataset=bank, processing_class=tok,
+                callbacks=[StopAt(2)]).train()  # fmt: skip
+    checkpoint = str(tmp_path / "out" / "checkpoint-2")
+    changes = [
+        (dict(gradient_accumulation_steps=1), "gradient_accumulation_steps: saved 2, now 1; global_batch: saved 4, "
+         "now 2"),
+        (dict(per_device_train_batch_size=4, gradient_accumulation_steps=1), "per_device_train_batch_size: saved 2, "
+         "now 4"),
+        (dict(seed=8), "seed: saved 7, now 8"),
+    ]  # fmt: skip
+    for change, message in changes:
+        model, tok = load(tiny_model_dir)
+        trainer = MSSRTrainer(model, config(tmp_path, **{**replay, **change}), train_dataset=task,
+                              replay_dataset=bank, processing_class=tok)  # fmt: skip
+        recorder = Recorder(trainer)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            trainer.train(resume_from_checkpoint=checkpoint)
+        assert recorder.calls == []  # refused before any step
+
+
+def test_get_train_dataloader_builds_the_stage_sampler(tiny_model_dir, tmp_path):
+    """get_train_dataloader builds the mixed-replay sampler, begins the stage (plans the first steps) and hands the
+    sampler to the parent's loader: one optimizer step's micro-batches are that step's planned global batch."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    args = config(tmp_path, max_steps=6, replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5)
+    trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+    assert trainer.replay_sampler is None
+    loader = trainer.get_train_dataloader()
+    sampler = trainer.replay_sampler
+    assert isinstance(sampler, MixedReplaySampler) and sampler.global_batch == 4
+    assert sorted(trainer.planned) == list(range(1, trainer.lookahead + 1))  # the stage began
+    assert len(loader) == 6 * 2  # 6 optimizer steps x 2 micro-batches of 2
+    twin = copy.deepcopy(sampler)
+    batches = iter(loader)
+    first_step = torch.cat([next(batches)[args.replay_id_column] for _ in range(2)]).tolist()
+    rows = twin.batch_for_step(1).tolist()
+    assert first_step == [trainer.train_dataset[r][args.replay_id_column] for r in rows]
+    assert sum(i < 48 for i in first_step) == 2  # round(0.5 * 4) bank samples (ids 0..47)
+
+
+def test_replay_state_is_written_on_save_by_the_saving_process_only(tiny_model_dir, tmp_path):
+    """The on_save callback writes the replay state into output_dir/checkpoint-N when args.should_save, else not."""
+    from types import SimpleNamespace
+
+    from mssr_hf.mssr_trainer import _ReplayCallback
+    from mssr_hf.state_io import has_state
+
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=2), train_dataset=task, replay_dataset=bank,
+                          processing_class=tok)  # fmt: skip
+    trainer.train()
+    callback = next(cb for cb in trainer.callback_handler.callbacks if isinstance(cb, _ReplayCallback))
+    folder = tmp_path / "out" / "checkpoint-2"
+    folder.mkdir(parents=True)
+    for should_save in (False, True):
+        args = SimpleNamespace(should_save=should_save, output_dir=str(tmp_path / "out"))
+        callback.on_save(args, trainer.state, trainer.control)
+        assert has_state(folder, "mssr_state") == should_save
+    with pytest.raises(RuntimeError, match="checkpoint-2.*wrote none"):  # no folder from the parent: fail loudly
+        callback.on_save(SimpleNamespace(should_save=True, output_dir=str(tmp_path / "elsewhere")), trainer.state,
+                         trainer.control)  # fmt: skip
+
+
+def test_training_without_the_fused_forward_fails_loudly(tiny_model_dir, tmp_path, monkeypatch):
+    """If the parent's compute_loss stops running the fused forward (as a future trl might), training raises naming
+    the installed and the tested trl instead of leaving the memory without losses; evaluation does not raise."""
+    import trl
+
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    trainer = MSSRTrainer(model, config(tmp_path, max_steps=2), train_dataset=task, replay_dataset=bank,
+                          processing_class=tok)  # fmt: skip
+
+    def parent_without_fused_forward(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        return (outputs.loss, outputs) if return_outputs else outputs.loss
+
+    monkeypatch.setattr(SFTTrainer, "compute_loss", parent_without_fused_forward)
+    with pytest.raises(RuntimeError, match=rf"installed trl {re.escape(trl.__version__)} .* trl 1\.16\.0"):
+        trainer.train()
+    batch = trainer._prepare_inputs(trainer.data_collator([trainer.train_dataset[i] for i in range(2)]))
+    trainer.model.eval()
+    assert torch.isfinite(trainer.compute_loss(trainer.model, batch))
 
 
 def test_loss_baseline_pays_for_probes(tiny_model_dir, tmp_path):
@@ -306,6 +422,12 @@ def test_bad_config_values_name_the_field(tmp_path, field, value):
         config(tmp_path, **{field: value})
 
 
+def test_config_leaves_resuming_to_the_replay_sampler(tmp_path):
+    """HF's batch skipping is off in every MSSRConfig: the replay sampler resumes its own position."""
+    args = config(tmp_path, ignore_data_skip=False)
+    assert args.ignore_data_skip is True
+
+
 def test_scaled_replay_settings(tmp_path):
     """The paper's step counts (set for 2000 steps per stage) scaled to the stage length, at least 1 step each."""
     paper = scaled_replay_settings(2000)
@@ -337,11 +459,9 @@ def test_bad_datasets_fail_before_training(tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="mssr_id.*missing from the other"):
         MSSRTrainer(model, args, train_dataset=task.add_column("mssr_id", list(range(48, 80))), replay_dataset=bank,
                     processing_class=tok)  # fmt: skip
-    from mssr_hf.memory import SampleMemory
-
     with pytest.raises(ValueError, match="every sample needs its memory id"):
         MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok,
-                    memory=SampleMemory(80))  # fmt: skip
+                    memory=make_memory(80))  # fmt: skip
     with pytest.raises(ValueError, match="unique"):
         MSSRTrainer(model, args, train_dataset=task.add_column("mssr_id", [0] * 32),
                     replay_dataset=bank.add_column("mssr_id", list(range(48))), processing_class=tok)  # fmt: skip
