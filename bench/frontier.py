@@ -2,8 +2,9 @@
 
 Retention is mostly bought with replayed samples, so selection rules are compared at equal budgets: each rule
 replays the same fraction of every batch (``share``; a replay every step, ``replay_lambda0 = share``) at several
-shares, with the same seeds. A memory-aware rule wins only if its curve lies above uniform selection's, and the
-paired differences (same seed, same share) say how consistently.
+shares, with the same seeds and no staleness cap (``replay_staleness_cap=0``, which would otherwise fill the buffer
+with the longest-unreviewed samples first, whatever the rule). A memory-aware rule wins only if its curve lies above
+uniform selection's, and the paired differences (same seed, same share) say how consistently.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def frontier_variants(
     out = []
     for share in shares:
         for selection, (strategy, overrides) in selections.items():
-            settings = {**overrides, "replay_lambda0": share, "replay_lambda_min": 0.0}
+            # No staleness cap: it fills the buffer oldest-first for every rule, which would hide the selection.
+            settings = {"replay_staleness_cap": 0, **overrides, "replay_lambda0": share, "replay_lambda_min": 0.0}
             if strategy == "fixed":
                 settings["replay_fixed_interval"] = 1
             else:

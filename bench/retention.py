@@ -6,10 +6,12 @@ as mean and standard deviation over seeds: final average score, average forgetti
 average normalised score, each task's final score, replayed samples, training wall time and the extra evaluation /
 probe time, the times relative to ``fixed``.
 
-Two tiers:
+Tiers:
 
-- ``S`` (synthetic, minutes): a tiny Llama trained from scratch (full fine-tuning) on five generated letter-string
-  tasks (``mssr_hf.tasks.synthetic``) that share inputs and outputs, so they interfere; 3 seeds.
+- ``S`` (synthetic): a tiny Llama (hidden 128, 2 layers) trained from scratch (full fine-tuning) on five generated
+  letter-string tasks (``mssr_hf.tasks.synthetic``) that share inputs and outputs, so they interfere; 500 steps a
+  stage, so that every task is learned in its own stage whatever the strategy; 5 seeds, 200 evaluation examples.
+- ``S6``: the same on a six-task sequence (a second report sequence; the development sequence is S's).
 - ``R`` (real, under 90 minutes): SmolLM2-135M-Instruct with LoRA (r=8, alpha=16, q_proj/v_proj) on three
   reasoning-gym tasks (the demo's sequence, with the demo's settings but seed 0); 1 seed.
 
@@ -29,8 +31,9 @@ Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`
 ``buffer`` (512, 1024, 2048, 4096), ``interval`` (expanding, fixed, geometric, ebbinghaus, and the memory-strength
 ``threshold`` trigger of App. B).
 
-    .venv/bin/python bench/retention.py --tier S                      # 8 strategies x 3 seeds, ~25 min
-    .venv/bin/python bench/retention.py --tier S --ablation lambda0   # one ablation, 3 seeds
+    .venv/bin/python bench/retention.py --tier S                      # 10 strategies x 5 seeds
+    .venv/bin/python bench/retention.py --tier S --dev --strategies none er --frontier 0.1 0.3  # budget frontier
+    .venv/bin/python bench/retention.py --tier S --ablation lambda0   # one ablation
     .venv/bin/python bench/retention.py --tier R                      # SmolLM2 + LoRA, 1 seed, ~60 min
     .venv/bin/python bench/retention.py --tier S --dev                # the development sequence
     .venv/bin/python bench/retention.py --config my_sequence.yaml     # any sequence (keys: see TIERS)
@@ -59,6 +62,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, also when a test loads this file by path
+import frontier  # noqa: E402
 from common import ROOT, machine_line, tiny_model_dir  # noqa: E402
 
 STRATEGIES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
@@ -75,8 +79,16 @@ TIERS: dict[str, dict[str, Any]] = {
     "S": dict(
         tasks=["syn_swap", "syn_sort", "syn_copy", "syn_mirror", "syn_reverse"],
         dev_tasks=["syn_reverse", "syn_shift", "syn_sort", "syn_rotate", "syn_copy"],
-        model="tiny", hidden_size=64, layers=2, peft=False, seeds=[0, 1, 2], steps=200, batch_size=32,
-        learning_rate=3e-3, max_length=32, train_size=1600, eval_size=100, eval_batch_size=100, threads=1,
+        model="tiny", hidden_size=128, layers=2, peft=False, seeds=[0, 1, 2, 3, 4], steps=500, batch_size=32,
+        learning_rate=1e-3, max_length=32, train_size=1600, eval_size=200, eval_batch_size=200, threads=1,
+        mssr={},
+    ),
+    # The second synthetic report sequence: six tasks, same model and settings, the same development sequence.
+    "S6": dict(
+        tasks=["syn_rotate", "syn_mirror", "syn_swap", "syn_copy", "syn_shift", "syn_sort"],
+        dev_tasks=["syn_reverse", "syn_shift", "syn_sort", "syn_rotate", "syn_copy"],
+        model="tiny", hidden_size=128, layers=2, peft=False, seeds=[0, 1, 2, 3, 4], steps=500, batch_size=32,
+        learning_rate=1e-3, max_length=32, train_size=1600, eval_size=200, eval_batch_size=200, threads=1,
         mssr={},
     ),
     "R": dict(
@@ -476,7 +488,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", type=Path, help="YAML file with a sequence (tasks: [...]) and settings")
     p.add_argument("--dev", action="store_true", help="run the tier's development sequence")
     p.add_argument("--ablation", choices=list(ABLATIONS))
-    p.add_argument("--strategies", nargs="+", default=[*STRATEGIES, *EXTRA], choices=[*STRATEGIES, *EXTRA])
+    p.add_argument("--strategies", nargs="*", default=[*STRATEGIES, *EXTRA], choices=[*STRATEGIES, *EXTRA])
+    p.add_argument(
+        "--frontier",
+        nargs="*",
+        type=float,
+        metavar="SHARE",
+        help="the budget frontier: every selection rule replaying this share of every batch (default shares: "
+        f"{' '.join(map(str, frontier.SHARES))})",
+    )
+    p.add_argument(
+        "--selection",
+        nargs="+",
+        default=[],
+        metavar="NAME=STRATEGY[,FIELD=VALUE...]",
+        help="extra selection rules for --frontier, e.g. power_z0.1=mssr_spl,replay_zeta=0.1",
+    )
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--steps", type=int, help="steps per stage (default: the tier's)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "retention")
@@ -544,9 +571,14 @@ def render(records: list[dict[str, Any]], plan, tier: dict[str, Any], tasks, nam
         "seeds": sorted({r["seed"] for r in records}), "machine": machine_line(), "command": command,
     }  # fmt: skip
     (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
-    (out / "summary.md").write_text(markdown(summary, meta))
+    text = markdown(summary, meta)
+    frontier_text = frontier.markdown(summary, records)
+    if frontier_text:
+        text += "\n" + frontier_text
+        frontier.plot(summary, out / "frontier.png", f"{name}: retention against replay budget")
+    (out / "summary.md").write_text(text)
     plot(summary, out / "retention.png", f"{name}: {' -> '.join(meta['tasks'])}")
-    return markdown(summary, meta)
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -559,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out / name
     (out / "runs").mkdir(parents=True, exist_ok=True)
     plan = variants(a.ablation, a.strategies) + [parse_variant(text) for text in a.variant]
+    if a.frontier is not None:
+        selections = {**frontier.SELECTIONS, **{n: (s, o) for n, s, o in map(parse_variant, a.selection)}}
+        plan += frontier.frontier_variants(a.frontier or list(frontier.SHARES), selections)
     if "er_budget" in [v for v, _, _ in plan] and "mssr_full" in [v for v, _, _ in plan]:
         plan.sort(key=lambda v: v[0] == "er_budget")  # er_budget needs mssr_full's replay count of the same seed
 

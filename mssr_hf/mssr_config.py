@@ -100,8 +100,8 @@ class MSSRConfig(SFTConfig):
         replay_max_share (`float`, *optional*): at most this share of each stage's trained samples is replayed: a
             replay step takes only what the stage has earned so far (share x global batch per step, minus what it
             replayed). The strategy still decides when and which. `None`: no cap.
-        replay_preset (`str`, *optional*): `"paper"` (the paper's tables: the defaults) or `"recommended"`; a preset
-            sets the replay and memory fields that are left at their defaults.
+        replay_preset (`str`, *optional*): a named setting of the replay and memory fields (`REPLAY_PRESETS`);
+            `"paper"` is the paper's tables (the defaults). A preset sets the fields that are left at their defaults.
 
         > Baselines
 
@@ -191,7 +191,7 @@ class MSSRConfig(SFTConfig):
     )
     replay_preset: str | None = field(
         default=None,
-        metadata={"help": "paper or recommended: sets the replay/memory fields left at their defaults."},
+        metadata={"help": "Named replay/memory settings (paper); sets the fields left at their defaults."},
     )
 
     replay_fixed_interval: int = field(default=100, metadata={"help": "Interval of the fixed strategy (1: ER)."})
@@ -349,10 +349,10 @@ def strategy_from_config(args: MSSRConfig) -> ReplayStrategy:
 PAPER_STAGE_STEPS = 2000  # the stage length the paper's replay intervals were set for
 
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
-# (the defaults themselves); "recommended" is chosen on the development sequences of bench/retention.py.
+# (the defaults themselves). A preset chosen on bench/retention.py's development sequences joins here once it beats
+# experience replay there (BENCHMARKS.md).
 REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
-    "recommended": {},
 }
 
 

@@ -27,6 +27,31 @@ def test_spearman_by_hand():
     assert math.isnan(bench.spearman([1, 1, 1], [1, 2, 3]))
 
 
+def test_frontier_variants_and_paired_differences():
+    frontier = load_bench().frontier
+    plan = frontier.frontier_variants(
+        [0.1, 0.3], {"uniform": ("fixed", {}), "memory": ("mssr_spl", {"replay_zeta": 2})}
+    )
+    assert [name for name, _, _ in plan] == ["uniform@0.1", "memory@0.1", "uniform@0.3", "memory@0.3"]
+    name, strategy, settings = plan[3]
+    assert strategy == "mssr_spl" and settings == {
+        "replay_staleness_cap": 0, "replay_zeta": 2, "replay_lambda0": 0.3, "replay_lambda_min": 0.0,
+        "replay_first_interval": 1,
+    }  # fmt: skip
+    assert plan[0][2]["replay_fixed_interval"] == 1 and frontier.parse_name("er") is None
+
+    def record(variant, seed, final):
+        return {"variant": variant, "seed": seed, "metrics": {"final_average": final}}
+
+    # memory - uniform at 0.1: seed 0: 0.5 - 0.4 = +0.1, seed 1: 0.3 - 0.4 = -0.1, seed 2 has no uniform run
+    records = [record("uniform@0.1", 0, 0.4), record("memory@0.1", 0, 0.5), record("uniform@0.1", 1, 0.4),
+               record("memory@0.1", 1, 0.3), record("memory@0.1", 2, 0.9), record("er", 0, 1.0)]  # fmt: skip
+    diffs = frontier.paired_differences(records, "final_average")
+    assert list(diffs) == [("memory", 0.1)]
+    assert diffs[("memory", 0.1)]["mean"] == pytest.approx(0.0)
+    assert (diffs[("memory", 0.1)]["positive"], diffs[("memory", 0.1)]["negative"]) == (1, 1)
+
+
 def test_parse_variant():
     bench = load_bench()
     assert bench.parse_variant("nocap=mssr_full,replay_staleness_cap=0,replay_zeta=0.5") == (
