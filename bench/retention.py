@@ -561,14 +561,16 @@ def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir
                   f"train {record['train_seconds']:.0f} s", flush=True)  # fmt: skip
 
 
-def render(records: list[dict[str, Any]], plan, tier: dict[str, Any], tasks, name: str, out: Path, command: str):
+def render(
+    records: list[dict[str, Any]], plan, tier: dict[str, Any], tasks, name: str, out: Path, command: str, machine: str
+):
     """Write ``summary.json``, ``summary.md`` and ``retention.png`` into ``out`` from the run records; returns the
     Markdown."""
     summary = summarize(records, [v for v, _, _ in plan] + sorted({r["variant"] for r in records}))
     meta = {
         "name": name, "tasks": [t.name for t in tasks], "model": tier["model"], "steps": tier["steps"],
         "batch_size": tier["batch_size"], "learning_rate": tier["learning_rate"], "eval_size": tier["eval_size"],
-        "seeds": sorted({r["seed"] for r in records}), "machine": machine_line(), "command": command,
+        "seeds": sorted({r["seed"] for r in records}), "machine": machine, "command": command,
     }  # fmt: skip
     (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
     text = markdown(summary, meta)
@@ -606,7 +608,11 @@ def main(argv: list[str] | None = None) -> int:
     # The command that trains these runs: a re-render (--summary-only) names it, not itself.
     run_args = [arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--summary-only"]
     command = ".venv/bin/python bench/retention.py " + shlex.join(run_args)
-    print(render(records, plan, tier, tasks, name, out, command))
+    # A re-render keeps the machine the runs were made on.
+    machine = machine_line()
+    if a.summary_only and (out / "summary.json").is_file():
+        machine = json.loads((out / "summary.json").read_text())["meta"].get("machine", machine)
+    print(render(records, plan, tier, tasks, name, out, command, machine))
     return 0
 
 
