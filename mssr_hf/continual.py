@@ -32,7 +32,7 @@ from datasets import Dataset, concatenate_datasets
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.trainer_utils import get_last_checkpoint
 
-from . import metrics
+from . import cl_metrics
 from .evaluation import evaluate_task
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig
@@ -186,7 +186,7 @@ class ContinualRunner:
         results["matrix"] = results["matrix"][:stage] + [row]
         results["probe"] = results["probe"][:stage] + [probe_score]
         lower = [r[: i + 1] for i, r in enumerate(results["matrix"])]
-        results["metrics"] = metrics.summarize(lower)
+        results["metrics"] = cl_metrics.summarize(lower)
         results["stages"] = results["stages"][:stage] + [
             {
                 "stage": stage,

@@ -28,10 +28,11 @@ from typing import Any
 import yaml
 from huggingface_hub import HfApi
 
+from .cl_metrics import CL_METRIC_NAMES
+
 __all__ = ["push_stage", "stage_revision", "write_model_card"]
 
 CHECKPOINT_PATTERNS = ["checkpoints/*", "checkpoints/**"]
-METRIC_NAMES = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
 # Training arguments shown on the card besides every memory_* / replay_* field.
 CARD_HYPERPARAMETERS = (
     "learning_rate", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "seed",
@@ -161,7 +162,7 @@ def _metrics_list(values: dict[str, Any]) -> list[str]:
         "backward_transfer": "mean change of earlier tasks' scores since they were learned; negative: forgetting",
         "normalized_score": "mean over tasks of the latest score divided by the best score this run reached",
     }
-    return [f"- **{name}**: {_number(values.get(name))} ({explain[name]})" for name in METRIC_NAMES]
+    return [f"- **{name}**: {_number(values.get(name))} ({explain[name]})" for name in CL_METRIC_NAMES]
 
 
 def _hyperparameter_table(hyperparameters: dict[str, Any]) -> list[str]:

@@ -15,9 +15,13 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from .cl_metrics import CL_METRIC_NAMES
+
 __all__ = ["plot_comparison", "render_plots"]
 
 DPI = 120
+# The summary metrics a plot title shows, by their short names (normalized_score is left out).
+TITLE_METRICS = {"final_average": "avg", "average_forgetting": "forgetting", "backward_transfer": "BWT"}
 
 
 def render_plots(output_dir: str | Path, results: dict[str, Any]) -> list[Path]:
@@ -266,10 +270,10 @@ def _probe(results: dict[str, Any], stages: int) -> tuple[np.ndarray | None, str
 def _title(what: str, results: dict[str, Any]) -> str:
     metrics = results.get("metrics") or {}
     parts = [f"{what}: {results.get('strategy', '')}".rstrip(": ")]
-    for key, short in (("final_average", "avg"), ("average_forgetting", "forgetting"), ("backward_transfer", "BWT")):
+    for key in CL_METRIC_NAMES:
         value = _finite_or(metrics.get(key), math.nan)
-        if math.isfinite(value):
-            parts.append(f"{short} {value:.3f}")
+        if key in TITLE_METRICS and math.isfinite(value):
+            parts.append(f"{TITLE_METRICS[key]} {value:.3f}")
     return " · ".join(parts)
 
 

@@ -12,7 +12,7 @@ from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from mssr_hf import metrics
+from mssr_hf import cl_metrics
 from mssr_hf.continual import ContinualRunner
 from mssr_hf.mssr_config import MSSRConfig
 from mssr_hf.state_io import load_state
@@ -111,7 +111,7 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     assert [len(row) for row in matrix] == [3, 3, 3]
     assert (matrix[0][1], matrix[0][2], matrix[1][2]) == (None, None, None)  # not seen yet
     lower = [row[: i + 1] for i, row in enumerate(matrix)]
-    assert results["metrics"] == pytest.approx(metrics.summarize(lower))
+    assert results["metrics"] == pytest.approx(cl_metrics.summarize(lower))
     stages = results["stages"]
     assert [s["strategy"] for s in stages] == ["none", "mssr_full", "mssr_full"]
     assert stages[0]["replayed_samples"] == 0 and stages[1]["replayed_samples"] > 0
