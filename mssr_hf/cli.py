@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .report import format_results, write_report
+
 
 @dataclass
 class RunnerArguments:
@@ -152,36 +154,6 @@ def cmd_demo(argv: list[str]) -> int:
 
     run_demo(quick=ns.quick, output_dir=ns.output_dir)
     return 0
-
-
-def format_results(results: dict) -> str:
-    """The accuracy matrix and summary metrics as plain text."""
-    tasks = results["tasks"]
-    width = max(8, *(len(t) for t in tasks))
-    lines = [
-        f"strategy: {results.get('strategy')}",
-        "after stage".ljust(14) + "".join(t.rjust(width + 2) for t in tasks),
-    ]
-    for stage, row in enumerate(results["matrix"]):
-        cells = "".join(
-            ("–" if i > stage or row[i] is None else f"{row[i]:.3f}").rjust(width + 2) for i in range(len(tasks))
-        )
-        lines.append(f"{stage} {tasks[stage]}"[:14].ljust(14) + cells)
-    for key, value in results.get("metrics", {}).items():
-        lines.append(f"{key}: {value:.4f}")
-    return "\n".join(lines)
-
-
-def write_report(output_dir: Path, runs: dict[str, dict], plots: list[Path]) -> Path:
-    """A Markdown report: each run's matrix and metrics, and the plots."""
-    lines = ["# mssr-hf report", ""]
-    for name, results in runs.items():
-        lines += [f"## {name}", "", "```", format_results(results), "```", ""]
-    for plot in plots:
-        lines += [f"![{plot.stem}]({plot.relative_to(output_dir) if plot.is_relative_to(output_dir) else plot})", ""]
-    path = output_dir / "report.md"
-    path.write_text("\n".join(lines))
-    return path
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "report": cmd_report, "demo": cmd_demo}
