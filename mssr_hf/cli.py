@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import layout
 from .report import format_results, write_report
 
 
@@ -90,7 +91,7 @@ def cmd_report(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="mssr-hf report", description="Re-render tables and plots of a run.")
     parser.add_argument("output_dir")
     ns = parser.parse_args(argv)
-    path = Path(ns.output_dir) / "results.json"
+    path = Path(ns.output_dir) / layout.RESULTS
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {ns.output_dir} the output_dir of a run?")
     from .plotting import render_plots
@@ -116,17 +117,15 @@ def cmd_eval(argv: list[str]) -> int:
     from .tasks import get_sequence
 
     root = Path(ns.output_dir)
-    config_path = root / "run_config.json"
+    config_path = root / layout.RUN_CONFIG
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path} not found: is {root} the output_dir of a run?")
     config = json.loads(config_path.read_text())["config"]
-    stages = sorted(p for p in root.glob("stage-*") if (p / "metrics.json").is_file())
+    stages = layout.finished_stages(root)
     if not stages:
         raise ValueError(f"{root} has no finished stage")
     stage_dir = (
-        stages[-1]
-        if ns.stage is None
-        else next((p for p in stages if p.name.startswith(f"stage-{ns.stage:02d}-")), None)
+        stages[-1] if ns.stage is None else next((p for p in stages if layout.stage_index(p) == ns.stage), None)
     )
     if stage_dir is None:
         raise ValueError(f"stage {ns.stage} of {root} is not finished (finished: {[p.name for p in stages]})")
@@ -137,7 +136,7 @@ def cmd_eval(argv: list[str]) -> int:
         model = AutoPeftModelForCausalLM.from_pretrained(stage_dir)
     else:
         model = AutoModelForCausalLM.from_pretrained(stage_dir)
-    stage = int(stage_dir.name.split("-")[1])
+    stage = layout.stage_index(stage_dir)
     size = ns.eval_size if ns.eval_size is not None else config["eval_size"]
     for task in get_sequence(config["tasks"])[: stage + 1]:
         _, examples = task.load(0, size)

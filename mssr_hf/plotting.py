@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .cl_metrics import CL_METRIC_NAMES
+from .layout import PLOTS
 
 __all__ = ["plot_comparison", "render_plots"]
 
@@ -36,7 +37,7 @@ def render_plots(output_dir: str | Path, results: dict[str, Any]) -> list[Path]:
     Returns:
         `list[Path]`: the written files.
     """
-    plots = Path(output_dir) / "plots"
+    plots = Path(output_dir) / PLOTS
     plots.mkdir(parents=True, exist_ok=True)
     tasks, matrix = _tasks(results), _matrix(results)
     figures = {

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .layout import REPORT
+
 __all__ = ["format_results", "side_by_side", "write_report"]
 
 
@@ -50,6 +52,6 @@ def write_report(output_dir: Path, runs: dict[str, dict], plots: list[Path]) -> 
         lines += [f"## {name}", "", "```", format_results(results), "```", ""]
     for plot in plots:
         lines += [f"![{plot.stem}]({plot.relative_to(output_dir) if plot.is_relative_to(output_dir) else plot})", ""]
-    path = output_dir / "report.md"
+    path = output_dir / REPORT
     path.write_text("\n".join(lines))
     return path
