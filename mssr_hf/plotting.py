@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from .cl_metrics import CL_METRIC_NAMES
 from .layout import PLOTS
+from .log_keys import MEMORY_STRENGTH_MEAN, MEMORY_STRENGTH_Q05, MEMORY_STRENGTH_Q95, REPLAY_RATIO
 
 __all__ = ["plot_comparison", "render_plots"]
 
@@ -196,14 +197,14 @@ def _replay_timeline(stages: Sequence[dict[str, Any]], tasks: list[str]) -> Figu
             step = _finite_or(entry.get("step"), math.nan)
             if not math.isfinite(step):
                 continue
-            ratio = _finite_or(entry.get("replay/ratio"), 0.0)
+            ratio = _finite_or(entry.get(REPLAY_RATIO), 0.0)
             if ratio > 0:
                 ratio_x.append(offset + step)
                 ratio_y.append(ratio)
-            mean = _finite_or(entry.get("memory/strength_mean"), math.nan)
+            mean = _finite_or(entry.get(MEMORY_STRENGTH_MEAN), math.nan)
             if math.isfinite(mean):
-                q05 = _finite_or(entry.get("memory/strength_q05"), mean)
-                q95 = _finite_or(entry.get("memory/strength_q95"), mean)
+                q05 = _finite_or(entry.get(MEMORY_STRENGTH_Q05), mean)
+                q95 = _finite_or(entry.get(MEMORY_STRENGTH_Q95), mean)
                 strength.append((offset + step, mean, q05, q95))
         offset += _finite_or(record.get("steps"), 0)  # fallback for the next stage's offset
 
