@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle among its modules, and the modules that re-export names other modules own."""
+"""The package's shape: no import cycle among its modules, the public names at the root, and the modules that
+re-export names other modules own."""
 
 import ast
 from pathlib import Path
@@ -67,6 +68,15 @@ def test_no_import_cycle_among_the_packages_modules():
 def test_the_cycle_finder_finds_cycles():
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_public_names_at_the_root():
+    from mssr_hf.continual import ContinualRunner
+
+    assert mssr_hf.ContinualRunner is ContinualRunner
+    assert len(mssr_hf.__all__) == len(set(mssr_hf.__all__))
+    for name in mssr_hf.__all__:
+        assert hasattr(mssr_hf, name), name
 
 
 def test_builtin_tasks_still_export_the_answer_extractors():
