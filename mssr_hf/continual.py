@@ -13,6 +13,9 @@ The recipe, for each task in order:
 One adapter is trained continuously across stages: the adapter saved after stage k holds everything learned up to k.
 Rerunning the same command on the same output directory skips finished stages and resumes an unfinished one; a
 changed configuration in that directory is refused. Under several processes only the main process writes.
+
+The run folder's file names and stage folders are those of :mod:`mssr_hf.layout`; :meth:`ContinualRunner.load_stage`
+reads a finished stage back.
 """
 
 from __future__ import annotations

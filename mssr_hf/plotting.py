@@ -1,4 +1,5 @@
-"""Plots of a continual run: the accuracy matrix, each task's score across stages, and the replay timeline.
+"""Plots of a continual run: the accuracy matrix, each task's score across stages, and the replay timeline (read from
+the trainer's logs by the keys of :mod:`mssr_hf.log_keys`).
 
 Figures are built with `matplotlib.figure.Figure` directly (no pyplot): no global state, no display needed, safe to
 call from a training process. Every function accepts partial results (one stage, empty logs, missing keys, NaN or
