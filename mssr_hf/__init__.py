@@ -1,5 +1,6 @@
 """mssr_hf: memory-aware adaptive replay (MSSR) for continual LLM fine-tuning on the Hugging Face stack."""
 
+from .continual import ContinualRunner
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, scaled_replay_settings
 from .mssr_trainer import MSSRTrainer
@@ -23,6 +24,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "STRATEGY_NAMES",
     "AccuracyTriggeredReplay",
+    "ContinualRunner",
     "IntervalReplay",
     "LossTriggeredReplay",
     "MSSRConfig",

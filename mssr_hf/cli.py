@@ -14,6 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import layout
+from .report import format_results, write_report
+
 
 @dataclass
 class RunnerArguments:
@@ -88,7 +91,7 @@ def cmd_report(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="mssr-hf report", description="Re-render tables and plots of a run.")
     parser.add_argument("output_dir")
     ns = parser.parse_args(argv)
-    path = Path(ns.output_dir) / "results.json"
+    path = Path(ns.output_dir) / layout.RESULTS
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {ns.output_dir} the output_dir of a run?")
     from .plotting import render_plots
@@ -114,17 +117,15 @@ def cmd_eval(argv: list[str]) -> int:
     from .tasks import get_sequence
 
     root = Path(ns.output_dir)
-    config_path = root / "run_config.json"
+    config_path = root / layout.RUN_CONFIG
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path} not found: is {root} the output_dir of a run?")
     config = json.loads(config_path.read_text())["config"]
-    stages = sorted(p for p in root.glob("stage-*") if (p / "metrics.json").is_file())
+    stages = layout.finished_stages(root)
     if not stages:
         raise ValueError(f"{root} has no finished stage")
     stage_dir = (
-        stages[-1]
-        if ns.stage is None
-        else next((p for p in stages if p.name.startswith(f"stage-{ns.stage:02d}-")), None)
+        stages[-1] if ns.stage is None else next((p for p in stages if layout.stage_index(p) == ns.stage), None)
     )
     if stage_dir is None:
         raise ValueError(f"stage {ns.stage} of {root} is not finished (finished: {[p.name for p in stages]})")
@@ -135,7 +136,7 @@ def cmd_eval(argv: list[str]) -> int:
         model = AutoPeftModelForCausalLM.from_pretrained(stage_dir)
     else:
         model = AutoModelForCausalLM.from_pretrained(stage_dir)
-    stage = int(stage_dir.name.split("-")[1])
+    stage = layout.stage_index(stage_dir)
     size = ns.eval_size if ns.eval_size is not None else config["eval_size"]
     for task in get_sequence(config["tasks"])[: stage + 1]:
         _, examples = task.load(0, size)
@@ -152,36 +153,6 @@ def cmd_demo(argv: list[str]) -> int:
 
     run_demo(quick=ns.quick, output_dir=ns.output_dir)
     return 0
-
-
-def format_results(results: dict) -> str:
-    """The accuracy matrix and summary metrics as plain text."""
-    tasks = results["tasks"]
-    width = max(8, *(len(t) for t in tasks))
-    lines = [
-        f"strategy: {results.get('strategy')}",
-        "after stage".ljust(14) + "".join(t.rjust(width + 2) for t in tasks),
-    ]
-    for stage, row in enumerate(results["matrix"]):
-        cells = "".join(
-            ("–" if i > stage or row[i] is None else f"{row[i]:.3f}").rjust(width + 2) for i in range(len(tasks))
-        )
-        lines.append(f"{stage} {tasks[stage]}"[:14].ljust(14) + cells)
-    for key, value in results.get("metrics", {}).items():
-        lines.append(f"{key}: {value:.4f}")
-    return "\n".join(lines)
-
-
-def write_report(output_dir: Path, runs: dict[str, dict], plots: list[Path]) -> Path:
-    """A Markdown report: each run's matrix and metrics, and the plots."""
-    lines = ["# mssr-hf report", ""]
-    for name, results in runs.items():
-        lines += [f"## {name}", "", "```", format_results(results), "```", ""]
-    for plot in plots:
-        lines += [f"![{plot.stem}]({plot.relative_to(output_dir) if plot.is_relative_to(output_dir) else plot})", ""]
-    path = output_dir / "report.md"
-    path.write_text("\n".join(lines))
-    return path
 
 
 COMMANDS = {"train": cmd_train, "eval": cmd_eval, "report": cmd_report, "demo": cmd_demo}

@@ -13,6 +13,9 @@ The recipe, for each task in order:
 One adapter is trained continuously across stages: the adapter saved after stage k holds everything learned up to k.
 Rerunning the same command on the same output directory skips finished stages and resumes an unfinished one; a
 changed configuration in that directory is refused. Under several processes only the main process writes.
+
+The run folder's file names and stage folders are those of :mod:`mssr_hf.layout`; :meth:`ContinualRunner.load_stage`
+reads a finished stage back.
 """
 
 from __future__ import annotations
@@ -32,17 +35,16 @@ from datasets import Dataset, concatenate_datasets
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.trainer_utils import get_last_checkpoint
 
-from . import metrics
+from . import cl_metrics, layout
 from .evaluation import evaluate_task
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .mssr_trainer import MSSRTrainer
+from .scheduler import ReplayStrategy
 from .state_io import has_state, load_state, save_state
 from .tasks import TaskSpec, get_sequence
 from .tasks.spec import truncate_keeping_answer
 
-RESULTS = "results.json"
-RUN_CONFIG = "run_config.json"
 # TrainingArguments fields that do not change what a run computes (excluded from the config hash).
 _NOT_RESULT_FIELDS = {
     "output_dir", "logging_dir", "run_name", "report_to", "disable_tqdm", "logging_steps", "logging_strategy",
@@ -50,6 +52,32 @@ _NOT_RESULT_FIELDS = {
     "hub_private_repo", "hub_strategy", "overwrite_output_dir", "resume_from_checkpoint", "dataloader_num_workers",
     "logging_first_step", "log_level", "log_level_replica", "local_rank", "hub_always_push", "hub_revision",
 }  # fmt: skip
+
+
+@dataclasses.dataclass
+class SavedStage:
+    """What a finished stage saved, read back by :meth:`ContinualRunner.load_stage` (the folder's layout is in
+    :mod:`mssr_hf.layout`).
+
+    Args:
+        stage (`int`), task (`str`): which stage.
+        path (`Path`): the stage's folder: the adapter (or the full model) and the tokenizer, for ``from_pretrained``
+            (with ``peft_config``, ``PeftModel.from_pretrained(base, path)``), and the model card.
+        metrics (`dict`): the stage's record (``metrics.json``): its training counts, logs and row of scores.
+        results (`dict`): the run's results as they stood after this stage (rows and records up to it, and their
+            summary metrics), as ``results.json`` held them then.
+        memory (`SampleMemory`): the replay memory the next stage starts from.
+        strategy (`ReplayStrategy`, *optional*): the replay strategy's state the next stage continues (None after the
+            first stage, which does not replay).
+    """
+
+    stage: int
+    task: str
+    path: Path
+    metrics: dict[str, Any]
+    results: dict[str, Any]
+    memory: SampleMemory
+    strategy: ReplayStrategy | None
 
 
 class ContinualRunner:
@@ -130,9 +158,9 @@ class ContinualRunner:
             train = truncate_keeping_answer(train, self.tokenizer, self.args.max_length)
             train = train.add_column(self.args.replay_id_column, list(range(next_id, next_id + len(train))))
             next_id += len(train)
-            stage_dir = self.stage_dir(stage)
-            if self._stage_finished(stage):
-                memory, strategy = self._restore_carry(stage_dir)
+            if layout.is_finished(self.stage_dir(stage)):
+                saved = self.load_stage(stage)
+                memory, strategy = saved.memory, saved.strategy
                 bank = train if bank is None else concatenate_datasets([bank, train])
                 continue
             if model is None:
@@ -140,7 +168,7 @@ class ContinualRunner:
 
             trainer = self._stage_trainer(stage, model, train, bank, memory, strategy, data)
             start = time.perf_counter()
-            trainer.train(resume_from_checkpoint=get_last_checkpoint(str(stage_dir / "checkpoints")))
+            trainer.train(resume_from_checkpoint=get_last_checkpoint(str(self.stage_dir(stage) / layout.CHECKPOINTS)))
             train_seconds = time.perf_counter() - start
             model, memory = trainer.model, trainer.memory
             if stage > 0:
@@ -149,7 +177,6 @@ class ContinualRunner:
             scores = {t.name: self._evaluate(model, t, data[i][1]) for i, t in enumerate(self.tasks[: stage + 1])}
             probe_score = self._evaluate(model, self.probe, probe_eval) if self.probe is not None else None
             results = self._record_stage(results, stage, scores, probe_score, trainer, train_seconds)
-            results = _finite_or_none(results)
             self._save_stage(stage, trainer, memory, strategy, results)
             bank = train if bank is None else concatenate_datasets([bank, train])
         return results
@@ -161,7 +188,7 @@ class ContinualRunner:
         first = stage == 0
         stage_args = dataclasses.replace(
             self.args,
-            output_dir=str(self.stage_dir(stage) / "checkpoints"),
+            output_dir=str(self.stage_dir(stage) / layout.CHECKPOINTS),
             replay_strategy="none" if first else self.args.replay_strategy,
             push_to_hub=False,  # stages are published by the runner, not by every checkpoint
         )
@@ -189,8 +216,6 @@ class ContinualRunner:
         row = [scores.get(name) for name in names]  # None: not seen yet
         results["matrix"] = results["matrix"][:stage] + [row]
         results["probe"] = results["probe"][:stage] + [probe_score]
-        lower = [r[: i + 1] for i, r in enumerate(results["matrix"])]
-        results["metrics"] = metrics.summarize(lower)
         results["stages"] = results["stages"][:stage] + [
             {
                 "stage": stage,
@@ -206,7 +231,7 @@ class ContinualRunner:
                 "log_history": trainer.state.log_history,
             }
         ]
-        return results
+        return _results_after(results, stage)
 
     def _save_stage(self, stage, trainer: MSSRTrainer, memory: SampleMemory, strategy, results) -> None:
         from .hub import push_stage, write_model_card
@@ -216,36 +241,47 @@ class ContinualRunner:
             stage_dir = self.stage_dir(stage)
             trainer.model.save_pretrained(stage_dir)
             self.tokenizer.save_pretrained(stage_dir)
-            save_state(stage_dir, "memory", memory.state_dict())
+            save_state(stage_dir, layout.MEMORY_STATE, memory.state_dict())
             if strategy is not None:
-                save_state(stage_dir, "replay_strategy", strategy.state_dict())
+                save_state(stage_dir, layout.STRATEGY_STATE, strategy.state_dict())
             write_model_card(stage_dir, self._card_info(stage, results))
-            _write_json(self.output_dir / RESULTS, results)
+            _write_json(self.output_dir / layout.RESULTS, results)
             render_plots(self.output_dir, results)
             # Written last: its presence marks the stage as finished.
-            _write_json(stage_dir / "metrics.json", {"stage": stage, **results["stages"][stage],
-                                                     "scores": results["matrix"][stage]})  # fmt: skip
+            _write_json(stage_dir / layout.STAGE_METRICS, {"stage": stage, **results["stages"][stage],
+                                                           "scores": results["matrix"][stage]})  # fmt: skip
             if self.args.push_to_hub:
                 push_stage(stage_dir, self.args.hub_model_id, stage, self.tasks[stage].name, api=self.hub_api,
                            private=self.args.hub_private_repo)  # fmt: skip
         self.state.wait_for_everyone()
 
-    # ------------------------------------------------------------------ resuming
+    # ------------------------------------------------------------------ reading a stage back, resuming
 
     def stage_dir(self, stage: int) -> Path:
-        return self.output_dir / f"stage-{stage:02d}-{self.tasks[stage].name}"
+        """The folder of stage ``stage`` (:func:`mssr_hf.layout.stage_dir`)."""
+        return layout.stage_dir(self.output_dir, stage, self.tasks[stage].name)
 
-    def _stage_finished(self, stage: int) -> bool:
-        return (self.stage_dir(stage) / "metrics.json").is_file()
+    def load_stage(self, stage: int) -> SavedStage:
+        """What finished stage ``stage`` saved, read back from ``output_dir``: the mirror of saving a stage, and how
+        a rerun picks up the memory and strategy of the stages it skips.
 
-    def _restore_carry(self, stage_dir: Path):
+        Raises:
+            `ValueError`: the stage is not finished in ``output_dir``.
+        """
+        path = self.stage_dir(stage)
+        if not layout.is_finished(path):
+            raise ValueError(f"stage {stage} ({self.tasks[stage].name}) is not finished in {self.output_dir}")
         memory = memory_from_config(self.args)
-        memory.load_state_dict(load_state(stage_dir, "memory"))
+        memory.load_state_dict(load_state(path, layout.MEMORY_STATE))
         strategy = None
-        if has_state(stage_dir, "replay_strategy"):
+        if has_state(path, layout.STRATEGY_STATE):
             strategy = strategy_from_config(self.args)
-            strategy.load_state_dict(load_state(stage_dir, "replay_strategy"))
-        return memory, strategy
+            strategy.load_state_dict(load_state(path, layout.STRATEGY_STATE))
+        return SavedStage(
+            stage=stage, task=self.tasks[stage].name, path=path,
+            metrics=json.loads((path / layout.STAGE_METRICS).read_text()),
+            results=_results_after(self._load_results(), stage), memory=memory, strategy=strategy,
+        )  # fmt: skip
 
     def _model_after(self, stage: int):
         """The model as it was after ``stage`` (-1: the base model)."""
@@ -262,7 +298,7 @@ class ContinualRunner:
         return AutoModelForCausalLM.from_pretrained(str(stage_dir), **self.model_init_kwargs)
 
     def _load_results(self) -> dict[str, Any]:
-        path = self.output_dir / RESULTS
+        path = self.output_dir / layout.RESULTS
         if path.is_file():
             return json.loads(path.read_text())
         return {
@@ -284,7 +320,7 @@ class ContinualRunner:
     def _check_or_record_config(self) -> None:
         config = self.run_config()
         digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
-        path = self.output_dir / RUN_CONFIG
+        path = self.output_dir / layout.RUN_CONFIG
         if path.is_file():
             saved = json.loads(path.read_text())
             if saved["hash"] != digest:
@@ -306,6 +342,14 @@ class ContinualRunner:
             "hyperparameters": self.run_config()["training"], "matrix": results["matrix"], "probe": results["probe"],
             "probe_task": self.probe.name if self.probe else None, "metrics": results["metrics"],
         }  # fmt: skip
+
+
+def _results_after(results: dict[str, Any], stage: int) -> dict[str, Any]:
+    """``results`` as they stood after ``stage``: the rows and stage records up to it and their summary metrics,
+    NaN written as None (as ``results.json`` holds them)."""
+    results = {**results, **{key: results[key][: stage + 1] for key in ("matrix", "probe", "stages")}}
+    results["metrics"] = cl_metrics.summarize([row[: i + 1] for i, row in enumerate(results["matrix"])])
+    return _finite_or_none(results)
 
 
 def _jsonable(value: Any) -> Any:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from .mssr_config import MSSRConfig, scaled_replay_settings
+from .report import format_results, side_by_side, write_report
 
 STRATEGIES = ("none", "mssr_full")
 SEQUENCE = "demo_3"
@@ -48,7 +49,6 @@ def run_demo(quick: bool = False, output_dir: str | os.PathLike | None = None) -
     import torch
     from transformers import AutoTokenizer
 
-    from .cli import format_results, write_report
     from .continual import ContinualRunner
     from .plotting import plot_comparison, render_plots
     from .tasks import get_sequence
@@ -90,14 +90,3 @@ def run_demo(quick: bool = False, output_dir: str | os.PathLike | None = None) -
     report = write_report(out, runs, plots)
     print(f"\nReport: {report.resolve()}")
     return report
-
-
-def side_by_side(blocks: list[str], gap: int = 4) -> str:
-    split = [b.splitlines() for b in blocks]
-    widths = [max(len(line) for line in lines) for lines in split]
-    height = max(len(lines) for lines in split)
-    rows = []
-    for i in range(height):
-        cells = [(lines[i] if i < len(lines) else "").ljust(w) for lines, w in zip(split, widths)]
-        rows.append((" " * gap).join(cells).rstrip())
-    return "\n".join(rows)

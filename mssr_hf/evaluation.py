@@ -81,7 +81,7 @@ def option_loglikelihoods(model, tokenizer, prompt: str, continuations: Sequence
 def choice_accuracy_by_loglikelihood(model, tokenizer, examples: Dataset, desc: str = "choices") -> float:
     """Multiple choice by log-likelihood: the option letter (" A", " B", ...) the model finds most likely after the
     prompt is its answer; split across processes and gathered."""
-    from .metrics import loglikelihood_choice
+    from .scoring import loglikelihood_choice
 
     state = PartialState()
     mine = list(range(state.process_index, len(examples), state.num_processes))

@@ -2,9 +2,10 @@
 
 Layout on the Hub: **one repo per run, one branch per stage, ``main`` = the latest finished stage.**
 
-* Stage k of the task sequence is pushed to the branch ``stage-{k:02d}-{task}`` (see :func:`stage_revision`), and
-  the same folder is pushed to ``main``. So ``PeftModel.from_pretrained(base, repo, revision="stage-01-gsm8k")``
-  loads any stage, and the default revision loads the latest one.
+* Stage k of the task sequence is pushed to the branch ``stage-{k:02d}-{task}`` (see :func:`stage_revision`; the
+  stage's folder has the same name, see :mod:`mssr_hf.layout`), and the same folder is pushed to ``main``. So
+  ``PeftModel.from_pretrained(base, repo, revision="stage-01-gsm8k")`` loads any stage, and the default revision
+  loads the latest one.
 * Each upload mirrors the stage folder (``delete_patterns="*"``: files the folder no longer has are removed from
   that revision; the Hub always keeps ``.gitattributes``). The stage's ``checkpoints/`` are never uploaded.
 * Why branches and not one repo per stage: one place to find a run, stages share the base model and tokenizer, and a
@@ -28,10 +29,12 @@ from typing import Any
 import yaml
 from huggingface_hub import HfApi
 
+from .cl_metrics import CL_METRIC_NAMES
+from .layout import CHECKPOINTS, MODEL_CARD, stage_name
+
 __all__ = ["push_stage", "stage_revision", "write_model_card"]
 
-CHECKPOINT_PATTERNS = ["checkpoints/*", "checkpoints/**"]
-METRIC_NAMES = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
+CHECKPOINT_PATTERNS = [f"{CHECKPOINTS}/*", f"{CHECKPOINTS}/**"]
 # Training arguments shown on the card besides every memory_* / replay_* field.
 CARD_HYPERPARAMETERS = (
     "learning_rate", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "seed",
@@ -41,8 +44,9 @@ MISSING = "–"
 
 
 def stage_revision(stage: int, task: str) -> str:
-    """The Hub branch of a stage, e.g. ``stage-01-gsm8k`` (also the name of the stage's output folder)."""
-    return f"stage-{stage:02d}-{task}"
+    """The Hub branch of a stage, e.g. ``stage-01-gsm8k`` (also the name of the stage's output folder:
+    :func:`mssr_hf.layout.stage_name`)."""
+    return stage_name(stage, task)
 
 
 # ------------------------------------------------------------------ model card
@@ -97,7 +101,7 @@ def write_model_card(stage_dir: str | Path, info: dict[str, Any]) -> Path:
         "Trained with `mssr_hf` (`MSSRTrainer`: a `trl.SFTTrainer` with MSSR replay; `ContinualRunner`).",
     ]
     text = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body) + "\n"
-    path = Path(stage_dir) / "README.md"
+    path = Path(stage_dir) / MODEL_CARD
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
@@ -161,7 +165,7 @@ def _metrics_list(values: dict[str, Any]) -> list[str]:
         "backward_transfer": "mean change of earlier tasks' scores since they were learned; negative: forgetting",
         "normalized_score": "mean over tasks of the latest score divided by the best score this run reached",
     }
-    return [f"- **{name}**: {_number(values.get(name))} ({explain[name]})" for name in METRIC_NAMES]
+    return [f"- **{name}**: {_number(values.get(name))} ({explain[name]})" for name in CL_METRIC_NAMES]
 
 
 def _hyperparameter_table(hyperparameters: dict[str, Any]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Plots of a continual run: the accuracy matrix, each task's score across stages, and the replay timeline.
+"""Plots of a continual run: the accuracy matrix, each task's score across stages, and the replay timeline (read from
+the trainer's logs by the keys of :mod:`mssr_hf.log_keys`).
 
 Figures are built with `matplotlib.figure.Figure` directly (no pyplot): no global state, no display needed, safe to
 call from a training process. Every function accepts partial results (one stage, empty logs, missing keys, NaN or
@@ -15,9 +16,15 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from .cl_metrics import CL_METRIC_NAMES
+from .layout import PLOTS
+from .log_keys import MEMORY_STRENGTH_MEAN, MEMORY_STRENGTH_Q05, MEMORY_STRENGTH_Q95, REPLAY_RATIO
+
 __all__ = ["plot_comparison", "render_plots"]
 
 DPI = 120
+# The summary metrics a plot title shows, by their short names (normalized_score is left out).
+TITLE_METRICS = {"final_average": "avg", "average_forgetting": "forgetting", "backward_transfer": "BWT"}
 
 
 def render_plots(output_dir: str | Path, results: dict[str, Any]) -> list[Path]:
@@ -32,7 +39,7 @@ def render_plots(output_dir: str | Path, results: dict[str, Any]) -> list[Path]:
     Returns:
         `list[Path]`: the written files.
     """
-    plots = Path(output_dir) / "plots"
+    plots = Path(output_dir) / PLOTS
     plots.mkdir(parents=True, exist_ok=True)
     tasks, matrix = _tasks(results), _matrix(results)
     figures = {
@@ -191,14 +198,14 @@ def _replay_timeline(stages: Sequence[dict[str, Any]], tasks: list[str]) -> Figu
             step = _finite_or(entry.get("step"), math.nan)
             if not math.isfinite(step):
                 continue
-            ratio = _finite_or(entry.get("replay/ratio"), 0.0)
+            ratio = _finite_or(entry.get(REPLAY_RATIO), 0.0)
             if ratio > 0:
                 ratio_x.append(offset + step)
                 ratio_y.append(ratio)
-            mean = _finite_or(entry.get("memory/strength_mean"), math.nan)
+            mean = _finite_or(entry.get(MEMORY_STRENGTH_MEAN), math.nan)
             if math.isfinite(mean):
-                q05 = _finite_or(entry.get("memory/strength_q05"), mean)
-                q95 = _finite_or(entry.get("memory/strength_q95"), mean)
+                q05 = _finite_or(entry.get(MEMORY_STRENGTH_Q05), mean)
+                q95 = _finite_or(entry.get(MEMORY_STRENGTH_Q95), mean)
                 strength.append((offset + step, mean, q05, q95))
         offset += _finite_or(record.get("steps"), 0)  # fallback for the next stage's offset
 
@@ -266,10 +273,10 @@ def _probe(results: dict[str, Any], stages: int) -> tuple[np.ndarray | None, str
 def _title(what: str, results: dict[str, Any]) -> str:
     metrics = results.get("metrics") or {}
     parts = [f"{what}: {results.get('strategy', '')}".rstrip(": ")]
-    for key, short in (("final_average", "avg"), ("average_forgetting", "forgetting"), ("backward_transfer", "BWT")):
+    for key in CL_METRIC_NAMES:
         value = _finite_or(metrics.get(key), math.nan)
-        if math.isfinite(value):
-            parts.append(f"{short} {value:.3f}")
+        if key in TITLE_METRICS and math.isfinite(value):
+            parts.append(f"{TITLE_METRICS[key]} {value:.3f}")
     return " · ".join(parts)
 
 

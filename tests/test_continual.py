@@ -1,6 +1,7 @@
-"""ContinualRunner end to end on the tiny model: stage directories, adapters, cards, results, resume, config guard,
-publishing to a stand-in Hub client."""
+"""ContinualRunner end to end on the tiny model: stage directories, adapters, cards, results, reading a stage back,
+resume, config guard, publishing to a stand-in Hub client."""
 
+import copy
 import dataclasses
 import json
 
@@ -12,7 +13,7 @@ from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from mssr_hf import metrics
+from mssr_hf import cl_metrics
 from mssr_hf.continual import ContinualRunner
 from mssr_hf.mssr_config import MSSRConfig
 from mssr_hf.state_io import load_state
@@ -47,9 +48,10 @@ def run_args(out, **overrides):
     return MSSRConfig(**{**base, **overrides})
 
 
-def runner(model_dir, out, callbacks=None, hub_api=None, lora=True, probe_task=None, **overrides):
-    return ContinualRunner(
-        model_dir, TASKS, run_args(out, **overrides), tokenizer=AutoTokenizer.from_pretrained(model_dir),
+def runner(model_dir, out, callbacks=None, hub_api=None, lora=True, probe_task=None, cls=ContinualRunner, tasks=TASKS,
+           **overrides):  # fmt: skip
+    return cls(
+        model_dir, tasks, run_args(out, **overrides), tokenizer=AutoTokenizer.from_pretrained(model_dir),
         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]) if lora else None,
         eval_size=6, eval_batch_size=4, callbacks=callbacks, hub_api=hub_api, probe_task=probe_task,
     )  # fmt: skip
@@ -111,7 +113,7 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     assert [len(row) for row in matrix] == [3, 3, 3]
     assert (matrix[0][1], matrix[0][2], matrix[1][2]) == (None, None, None)  # not seen yet
     lower = [row[: i + 1] for i, row in enumerate(matrix)]
-    assert results["metrics"] == pytest.approx(metrics.summarize(lower))
+    assert results["metrics"] == pytest.approx(cl_metrics.summarize(lower))
     stages = results["stages"]
     assert [s["strategy"] for s in stages] == ["none", "mssr_full", "mssr_full"]
     assert stages[0]["replayed_samples"] == 0 and stages[1]["replayed_samples"] > 0
@@ -124,6 +126,62 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     assert branches == ["stage-00-add", "stage-01-sub", "stage-02-mul"]
     uploads = [(c[2], c[3]) for c in hub.calls if c[0] == "upload_folder"]
     assert ("stage-02-mul", str(out / "stage-02-mul")) in uploads and ("main", str(out / "stage-02-mul")) in uploads
+
+
+class RecordingRunner(ContinualRunner):
+    """Keeps a copy of what each stage hands to saving, to compare with what `load_stage` reads back."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.handed = {}
+
+    def _save_stage(self, stage, trainer, memory, strategy, results):
+        super()._save_stage(stage, trainer, memory, strategy, results)
+        self.handed[stage] = copy.deepcopy({
+            "results": results, "memory": memory.state_dict(),
+            "strategy": strategy.state_dict() if strategy is not None else None,
+            "lora": {n: p.detach() for n, p in trainer.model.named_parameters() if "lora_" in n},
+        })  # fmt: skip
+
+
+def assert_same_state(a, b, where="state"):
+    """Equal nested state dicts: tensors equal in value and dtype, everything else equal."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_state(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_state(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def test_load_stage_reads_back_what_each_stage_saved(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="stage 0 \\(add\\) is not finished"):
+        runner(tiny_model_dir, out).load_stage(0)
+    run = runner(tiny_model_dir, out, cls=RecordingRunner, tasks=TASKS[:2], max_steps=4)
+    results = run.run()
+
+    assert sorted(run.handed) == [0, 1]
+    for stage, handed in run.handed.items():
+        saved = run.load_stage(stage)
+        assert (saved.stage, saved.task, saved.path) == (stage, TASKS[stage].name, run.stage_dir(stage))
+        assert saved.results == handed["results"]  # stage 0: as results.json was before stage 1 rewrote it
+        record = handed["results"]["stages"][stage]
+        assert saved.metrics == {"stage": stage, **record, "scores": handed["results"]["matrix"][stage]}
+        assert_same_state(saved.memory.state_dict(), handed["memory"], "memory")
+        assert (saved.strategy is None) == (stage == 0) == (handed["strategy"] is None)
+        if stage > 0:
+            assert saved.strategy.name == "mssr_full"
+            assert_same_state(saved.strategy.state_dict(), handed["strategy"], "strategy")
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(saved.path))
+        assert_same_state({n: p.detach() for n, p in model.named_parameters() if "lora_" in n}, handed["lora"])
+    assert run.load_stage(1).results == results
 
 
 def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from mssr_hf.plotting import plot_comparison, render_plots
+from mssr_hf.cl_metrics import CL_METRIC_NAMES
+from mssr_hf.plotting import TITLE_METRICS, plot_comparison, render_plots
 
 NAN = math.nan
 PLOTS = ["accuracy_matrix.png", "task_scores.png", "replay_timeline.png"]
@@ -132,3 +133,7 @@ def test_comparison_draws_the_forgetting_curves_and_final_scores():
     }  # fmt: skip
     heights = [round(patch.get_height(), 4) for patch in bars.patches]
     assert heights == [0.2, 0.25, 0.5, round((0.2 + 0.25 + 0.5) / 3, 4), 0.49, 0.40, 0.23, round(1.12 / 3, 4)]
+
+
+def test_titles_show_summary_metrics_by_their_names_in_results():
+    assert set(TITLE_METRICS) <= set(CL_METRIC_NAMES)

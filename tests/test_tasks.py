@@ -11,7 +11,8 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 from mssr_hf.tasks import BUILTIN_TASKS, SEQUENCE_PROBES, SEQUENCES, TaskSpec, get_sequence, get_task
-from mssr_hf.tasks.builtin import HUB_TASKS, alpaca_gpt4, boxed, final_answer, gsm8k_answer, shuffled, yes_no
+from mssr_hf.tasks.builtin import HUB_TASKS, alpaca_gpt4, shuffled
+from mssr_hf.tasks.extract import boxed, final_answer, gsm8k_answer, yes_no
 from mssr_hf.tasks.offline import REASONING_GYM, make_offline_task
 from mssr_hf.tasks.synthetic import ALPHABET, TRANSFORMS, synthetic_task
 

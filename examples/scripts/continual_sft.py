@@ -23,7 +23,8 @@ Offline on one CPU with SmolLM2-135M-Instruct:
 
 import sys
 
-from mssr_hf.cli import build_runner, format_results, parse_train_args
+from mssr_hf.cli import build_runner, parse_train_args
+from mssr_hf.report import format_results
 
 
 def main(argv: list[str]) -> None:

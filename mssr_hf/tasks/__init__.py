@@ -1,5 +1,6 @@
-"""Tasks: specs (:class:`TaskSpec`), the paper's Hub tasks (``builtin.py``), offline tasks from installed packages
-(``offline.py``) and the named sequences of the paper and the demo."""
+"""Tasks: specs (:class:`TaskSpec`, ``spec.py``), the paper's Hub tasks (``builtin.py``), offline tasks from
+installed packages (``offline.py``), generated letter-string tasks (``synthetic.py``), the answer extractors they
+share (``extract.py``) and the named sequences of the paper and the demo."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from .builtin import final_answer, first_line, gsm8k_answer, last_number, own_answer
+from .extract import final_answer, first_line, gsm8k_answer, last_number, own_answer
 from .spec import TaskSpec
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
 
+from .. import scoring
+
 METRICS = ("exact_match", "squad_f1", "bleu", "rouge_l", "choice")
 _FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -132,8 +134,6 @@ class TaskSpec:
 
     def score(self, predictions: Sequence[str], examples: Sequence[dict]) -> float:
         """The task's metric over generated ``predictions`` for ``examples`` (rows of :meth:`load`'s eval set)."""
-        from .. import metrics
-
         if len(predictions) != len(examples):
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
         if not predictions:
@@ -141,15 +141,15 @@ class TaskSpec:
         answers = [self.extract_answer(p) for p in predictions]
         refs = [e["reference"] for e in examples]
         if self.metric == "exact_match":
-            return sum(max(metrics.exact_match(a, r) for r in ref) for a, ref in zip(answers, refs)) / len(answers)
+            return sum(max(scoring.exact_match(a, r) for r in ref) for a, ref in zip(answers, refs)) / len(answers)
         if self.metric == "squad_f1":
-            return sum(metrics.squad_f1(a, ref) for a, ref in zip(answers, refs)) / len(answers)
+            return sum(scoring.squad_f1(a, ref) for a, ref in zip(answers, refs)) / len(answers)
         if self.metric == "bleu":  # sacreBLEU's 0-100 scale, brought to 0-1 like every other score
-            return metrics.bleu(answers, [ref[0] for ref in refs]) / 100.0
+            return scoring.bleu(answers, [ref[0] for ref in refs]) / 100.0
         if self.metric == "rouge_l":
-            return metrics.rouge_l(answers, [ref[0] for ref in refs])
+            return scoring.rouge_l(answers, [ref[0] for ref in refs])
         choices = [e.get("choices") for e in examples]
-        return metrics.choice_accuracy(answers, [ref[0] for ref in refs], choices if all(choices) else None)
+        return scoring.choice_accuracy(answers, [ref[0] for ref in refs], choices if all(choices) else None)
 
 
 def _cut_middle(tokens: list[int], keep: int) -> list[int]:

@@ -15,7 +15,7 @@ from functools import partial
 
 from datasets import Dataset
 
-from .builtin import first_line
+from .extract import first_line
 from .spec import TaskSpec
 
 ALPHABET = "abcdefgh"

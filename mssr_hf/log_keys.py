@@ -1,0 +1,30 @@
+"""The names of the replay and memory statistics that ``MSSRTrainer`` adds to the trainer's logs (``log_history``,
+tensorboard, wandb, ...; reporters prefix them with ``train/``), for code that reads them back, such as
+:mod:`mssr_hf.plotting`. Framework-free: strings only.
+
+``replay/*`` are the replay schedule's state and its running counts over the stage; ``memory/*`` are
+:meth:`SampleMemory.summary <mssr_hf.memory.SampleMemory.summary>` of the replay bank (strength mean, min and
+5/50/95% quantiles, mean stability), each under :func:`memory_key`, plus the count of skipped non-finite losses.
+"""
+
+from __future__ import annotations
+
+REPLAY_RATIO = "replay/ratio"  # replay ratio λ of the last trained step (0.0: it did not replay)
+REPLAY_REPLAYED_SAMPLES = "replay/replayed_samples"  # samples replayed so far by this stage's trainer
+REPLAY_REPLAY_STEPS = "replay/replay_steps"  # optimizer steps so far (this stage) with replay in them
+REPLAY_PROBE_SECONDS = "replay/probe_seconds"  # time spent on probe losses (`loss` strategy)
+REPLAY_EVAL_SECONDS = "replay/eval_seconds"  # time spent evaluating earlier tasks (`accuracy` strategy)
+REPLAY_STEPS_TO_NEXT = "replay/steps_to_next"  # steps until the next scheduled replay (interval strategies)
+
+MEMORY_PREFIX = "memory/"
+
+
+def memory_key(stat: str) -> str:
+    """The log key of one :meth:`SampleMemory.summary <mssr_hf.memory.SampleMemory.summary>` statistic."""
+    return MEMORY_PREFIX + stat
+
+
+MEMORY_SKIPPED_LOSSES = memory_key("skipped_losses")  # non-finite losses the memory skipped (it spans stages)
+MEMORY_STRENGTH_MEAN = memory_key("strength_mean")  # mean memory strength m of the replay bank
+MEMORY_STRENGTH_Q05 = memory_key("strength_q05")
+MEMORY_STRENGTH_Q95 = memory_key("strength_q95")
