@@ -4,7 +4,9 @@ tensorboard, wandb, ...; reporters prefix them with ``train/``), for code that r
 
 ``replay/*`` are the replay schedule's state and its running counts over the stage; ``memory/*`` are
 :meth:`SampleMemory.summary <mssr_hf.memory.SampleMemory.summary>` of the replay bank (strength mean, min and
-5/50/95% quantiles, mean stability), each under :func:`memory_key`, plus the count of skipped non-finite losses.
+5/50/95% quantiles, mean stability), each under :func:`memory_key`, plus the count of skipped non-finite losses and,
+once replayed samples have been seen again, the calibration of the fitted forgetting model
+(:meth:`ForgettingModel.calibration <mssr_hf.memory.ForgettingModel.calibration>`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ REPLAY_REPLAY_STEPS = "replay/replay_steps"  # optimizer steps so far (this stag
 REPLAY_PROBE_SECONDS = "replay/probe_seconds"  # time spent on probe losses (`loss` strategy)
 REPLAY_EVAL_SECONDS = "replay/eval_seconds"  # time spent evaluating earlier tasks (`accuracy` strategy)
 REPLAY_STEPS_TO_NEXT = "replay/steps_to_next"  # steps until the next scheduled replay (interval strategies)
+REPLAY_BOOKKEEPING_SECONDS = "replay/bookkeeping_seconds"  # time in MSSRTrainer's own per-step work
 
 MEMORY_PREFIX = "memory/"
 

@@ -37,6 +37,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from trl import SFTTrainer
 
+from . import log_keys
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .sampler import MixedReplaySampler
@@ -433,23 +434,23 @@ class MSSRTrainer(SFTTrainer):
     def replay_stats(self) -> dict[str, float]:
         step = self.step_offset + self.state.global_step
         stats = {
-            "replay/ratio": self.last_ratio,
-            "replay/replayed_samples": self.counters["replayed_samples"],
-            "replay/replay_steps": self.counters["replay_steps"],
-            "replay/probe_seconds": round(self.counters["probe_seconds"], 4),
-            "replay/eval_seconds": round(self.counters["eval_seconds"], 4),
-            "replay/bookkeeping_seconds": round(self.counters["bookkeeping_seconds"], 4),
-            "memory/skipped_losses": self.memory.skipped_losses,
+            log_keys.REPLAY_RATIO: self.last_ratio,
+            log_keys.REPLAY_REPLAYED_SAMPLES: self.counters["replayed_samples"],
+            log_keys.REPLAY_REPLAY_STEPS: self.counters["replay_steps"],
+            log_keys.REPLAY_PROBE_SECONDS: round(self.counters["probe_seconds"], 4),
+            log_keys.REPLAY_EVAL_SECONDS: round(self.counters["eval_seconds"], 4),
+            log_keys.REPLAY_BOOKKEEPING_SECONDS: round(self.counters["bookkeeping_seconds"], 4),
+            log_keys.MEMORY_SKIPPED_LOSSES: self.memory.skipped_losses,
         }
         if isinstance(self.strategy, IntervalReplay):
             upcoming = [t for t in self.strategy.replay_steps() if t > self.state.global_step]
             if upcoming:
-                stats["replay/steps_to_next"] = upcoming[0] - self.state.global_step
+                stats[log_keys.REPLAY_STEPS_TO_NEXT] = upcoming[0] - self.state.global_step
         if self.bank_ids.numel():
             summary = self.memory.summary(self.bank_ids, max(step, self.memory.clock))
             if self.memory.forgetting.scores[0] > 0:
                 summary.update(self.memory.forgetting.calibration())
-            stats.update({f"memory/{k}": round(v, 6) for k, v in summary.items()})
+            stats.update({log_keys.memory_key(k): round(v, 6) for k, v in summary.items()})
         return stats
 
     # ------------------------------------------------------------------ checkpoints
