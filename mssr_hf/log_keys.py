@@ -31,3 +31,10 @@ MEMORY_SKIPPED_LOSSES = memory_key("skipped_losses")  # non-finite losses the me
 MEMORY_STRENGTH_MEAN = memory_key("strength_mean")  # mean memory strength m of the replay bank
 MEMORY_STRENGTH_Q05 = memory_key("strength_q05")
 MEMORY_STRENGTH_Q95 = memory_key("strength_q95")
+
+# The fitted forgetting model's calibration (logged once replayed samples have been seen again; see
+# ForgettingModel.calibration): observations in the window, and the correlation of the observed loss rise with the
+# predicted rise and with -log m.
+MEMORY_CALIBRATION_KEYS = tuple(
+    memory_key(stat) for stat in ("calibration_observations", "calibration_r_predicted", "calibration_r_neg_log_m")
+)
