@@ -15,11 +15,11 @@ from typing import Any
 
 SHARES = (0.05, 0.1, 0.2, 0.3)
 UNIFORM = "uniform"
-# selection rule -> (replay_strategy, MSSRConfig overrides); every rule replays at every step.
+# selection rule -> (replay_strategy, MSSRConfig overrides); frontier_variants makes every rule replay every step.
 SELECTIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    UNIFORM: ("fixed", {"replay_fixed_interval": 1}),
-    "memory": ("mssr_spl", {"replay_first_interval": 1}),
-    "calibrated": ("mssr_spl", {"replay_first_interval": 1, "replay_weighting": "calibrated"}),
+    UNIFORM: ("fixed", {}),
+    "memory": ("mssr_spl", {}),
+    "calibrated": ("mssr_spl", {"replay_weighting": "calibrated"}),
 }
 
 

@@ -223,8 +223,6 @@ def memory_time(steps: torch.Tensor, segments: Sequence[Sequence[float]]) -> tor
     steps = steps.to(torch.float64)
     if len(segments) == 1:
         start, time, unit = segments[0]
-        if start == 0 and time == 0 and unit == 1:
-            return steps
         return (steps - start) / unit + time
     starts = torch.tensor([s for s, _, _ in segments], dtype=torch.float64)
     times = torch.tensor([t for _, t, _ in segments], dtype=torch.float64)
@@ -467,7 +465,6 @@ class SampleMemory:
         self.last_review = torch.zeros(0, dtype=torch.int64)
         self.last_loss = torch.zeros(0, dtype=torch.float64)  # raw loss at the latest observation (if seen)
         self.cohort = torch.zeros(0, dtype=torch.int64)  # which extend() call added the sample
-        self.num_cohorts = 0
         self.time_segments: list[tuple[int, float, float]] = [(0, 0.0, 1.0)]  # see memory_time
         if num_samples < 0:
             raise ValueError(f"num_samples must be >= 0, got {num_samples}")
@@ -521,10 +518,14 @@ class SampleMemory:
         self.last_loss = torch.cat([self.last_loss, torch.zeros(n, **f64)])
         if n:
             self.cohort = torch.cat([self.cohort, torch.full((n,), self.num_cohorts, dtype=torch.int64)])
-            self.num_cohorts += 1
-            self.forgetting.grow(self.num_cohorts)
+            self.forgetting.grow(self.num_cohorts + 1)
         self.clock = step
         return torch.arange(start, start + n)
+
+    @property
+    def num_cohorts(self) -> int:
+        """How many cohorts (extend() calls that added samples) the memory tracks."""
+        return self.forgetting.gram.shape[0]
 
     def set_time_unit(self, unit: float, step: int) -> None:
         """From ``step`` on, one memory time unit is ``unit`` optimizer steps (:func:`memory_time`); earlier steps keep
@@ -600,10 +601,9 @@ class SampleMemory:
         before = self.seen[uniq]
         if bool(before.any()):  # observed forgetting since the previous exposure: the forgetting model's data
             ids = uniq[before]
-            elapsed = self._elapsed(self.last_review[ids], self.clock)
-            features = forgetting_features(elapsed, self.normalized_loss(ids))
             neg_log_m = -self.log_strength(ids, self.clock)
-            self.forgetting.update(self.cohort[ids], features, mean[before] - self.last_loss[ids], neg_log_m)
+            rise = mean[before] - self.last_loss[ids]
+            self.forgetting.update(self.cohort[ids], self._rise_features(ids, self.clock), rise, neg_log_m)
         self.last_loss[uniq] = mean
         self.ema_loss[uniq] = ema_loss_update(self.ema_loss[uniq], mean, self.seen[uniq], self.ema_beta)
         self.seen[uniq] = True
@@ -613,8 +613,11 @@ class SampleMemory:
         :class:`ForgettingModel`. Shape ``(n,)``, float64."""
         step = self.clock if step is None else self._step(step)
         ids = torch.arange(len(self)) if ids is None else self._ids(ids)
-        features = forgetting_features(self._elapsed(self.last_review[ids], step), self.normalized_loss(ids))
-        return self.forgetting.predict(self.cohort[ids], features)
+        return self.forgetting.predict(self.cohort[ids], self._rise_features(ids, step))
+
+    def _rise_features(self, ids: torch.Tensor, step: int) -> torch.Tensor:
+        """:func:`forgetting_features` of ``ids`` at ``step``: memory time since their last exposure, difficulty."""
+        return forgetting_features(self._elapsed(self.last_review[ids], step), self.normalized_loss(ids))
 
     def normalized_loss(self, ids: torch.Tensor | None = None) -> torch.Tensor:
         """$\\hat\\ell$ for ``ids`` (all samples if ``None``) with the quantiles of the latest :meth:`update_hazard`;
@@ -731,7 +734,6 @@ class SampleMemory:
             "last_review": self.last_review.clone(),
             "last_loss": self.last_loss.clone(),
             "cohort": self.cohort.clone(),
-            "num_cohorts": self.num_cohorts,
             "time_segments": [list(segment) for segment in self.time_segments],
             **{f"forgetting_{k}": v for k, v in self.forgetting.state_dict().items()},
             "rng_state": self.generator.get_state(),
@@ -772,9 +774,8 @@ class SampleMemory:
         # States written before the forgetting model and the time unit existed: paper clock, no observations yet.
         self.last_loss = state.get("last_loss", self.ema_loss).to(torch.float64).clone()
         self.cohort = state.get("cohort", torch.zeros(n, dtype=torch.int64)).to(torch.int64).clone()
-        self.num_cohorts = int(state.get("num_cohorts", 1 if n else 0))
         self.time_segments = [(int(s), float(t), float(u)) for s, t, u in state.get("time_segments", [(0, 0.0, 1.0)])]
         self.forgetting = ForgettingModel(self.calibration_decay, self.calibration_prior)
-        self.forgetting.grow(self.num_cohorts)
+        self.forgetting.grow(1 if n else 0)  # overwritten below by a saved fit of any size
         if "forgetting_gram" in state:
             self.forgetting.load_state_dict({k: state[f"forgetting_{k}"] for k in ("gram", "moment", "scores")})

@@ -274,7 +274,8 @@ class MSSRConfig(SFTConfig):
 
     def time_unit_steps(self, steps_per_epoch: int) -> float:
         """Optimizer steps per memory time unit for a stage with ``steps_per_epoch`` steps per epoch."""
-        return float(steps_per_epoch) if self.memory_time_unit == "epoch" else float(self.memory_time_unit)
+        unit = _time_unit(self.memory_time_unit)
+        return float(steps_per_epoch) if unit == "epoch" else unit
 
     def interval_pattern(self) -> str | list[int]:
         """`replay_interval_pattern` as a pattern name or a list of steps (``"10,25,60"`` -> ``[10, 25, 60]``); any
