@@ -231,6 +231,14 @@ class MSSRConfig(SFTConfig):
             return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
         checks = (
+            # Training fields the parent accepts but that would fail later (after files are written) or mean another
+            # thing than asked: max_steps=0 trains one step at learning rate 0, a negative one means num_train_epochs.
+            ("per_device_train_batch_size", count("per_device_train_batch_size", 1), "must be an int >= 1"),
+            ("gradient_accumulation_steps", count("gradient_accumulation_steps", 1), "must be an int >= 1"),
+            ("max_steps", self.max_steps == -1 or count("max_steps", 1), "must be an int >= 1, or -1 to train "
+             "num_train_epochs epochs"),
+            ("num_train_epochs", self.max_steps != -1 or (isinstance(self.num_train_epochs, (int, float))
+             and self.num_train_epochs > 0), "must be > 0 when max_steps is -1"),
             ("replay_id_column", bool(self.replay_id_column), "give a column name"),
             ("replay_buffer_size", count("replay_buffer_size", 1), "must be an int >= 1"),
             ("replay_refresh_interval", count("replay_refresh_interval", 1), "must be an int >= 1"),

@@ -281,6 +281,24 @@ def test_bad_task_specs(tmp_path):
         get_task("gsm8k").score(["1", "2"], [{"reference": ["1"]}])
 
 
+def test_rows_without_the_needed_fields_are_one_line_errors_and_empty_completions_a_warning():
+    """A to_example that reads a column the rows lack, or that gives no completion, is named in a ValueError (not a
+    bare KeyError); rows whose completion is empty are left out with a warning."""
+    rows = question_rows()
+    with pytest.raises(ValueError, match=r"task 't': its rows have no column 'answer_text', which its to_example"):
+        TaskSpec("t", rows, lambda row: {**question_example(row), "x": row["answer_text"]}).load()
+    with pytest.raises(ValueError, match=r"task 't': to_example gave a row without \['completion'\]"):
+        TaskSpec("t", rows, lambda row: {"prompt": row["q"], "reference": row["a"]}).load()
+
+    def half_empty(row):
+        example = question_example(row)
+        return {**example, "completion": "" if int(example["reference"]) % 2 else example["completion"]}
+
+    with pytest.warns(UserWarning, match=r"task 't': \d+ of \d+ rows have an empty completion and are left out"):
+        train, _ = TaskSpec("t", rows, half_empty).load()
+    assert all(row["completion"].strip() for row in train)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Registry and sequences
 # ----------------------------------------------------------------------------------------------------------------

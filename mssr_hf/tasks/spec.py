@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,8 +113,12 @@ class TaskSpec:
         return (train if len(train) else None), evaluation
 
     def _format(self, rows: Dataset) -> Dataset:
-        examples = [self.to_example(row) for row in rows]
-        examples = [e for e in examples if e is not None and e["completion"].strip()]
+        examples = [e for e in (self._example(row, rows.column_names) for row in rows) if e is not None]
+        empty = sum(not str(e["completion"]).strip() for e in examples)
+        if empty:
+            warnings.warn(f"task {self.name!r}: {empty} of {len(rows)} rows have an empty completion and are left out",
+                          stacklevel=3)  # fmt: skip
+        examples = [e for e in examples if str(e["completion"]).strip()]
         if not examples:
             raise ValueError(f"task {self.name!r}: no usable rows after formatting")
         if self.chat:
@@ -131,6 +136,25 @@ class TaskSpec:
             if isinstance(e.get("reference"), str):
                 e["reference"] = [e["reference"]]
         return Dataset.from_list(examples)
+
+    def _example(self, row: dict, columns: list[str]) -> dict | None:
+        """``to_example(row)``, with a missing column or field told in one line naming the task."""
+        try:
+            example = self.to_example(row)
+        except KeyError as error:
+            raise ValueError(
+                f"task {self.name!r}: its rows have no column {error.args[0]!r}, which its to_example reads (the rows "
+                f"have {columns})"
+            ) from error
+        if example is None:
+            return None
+        missing = [key for key in ("prompt", "completion", "reference") if key not in example]
+        if missing:
+            raise ValueError(
+                f"task {self.name!r}: to_example gave a row without {missing} (it has {sorted(example)}); each row "
+                "needs prompt, completion and reference"
+            )
+        return example
 
     def score(self, predictions: Sequence[str], examples: Sequence[dict]) -> float:
         """The task's metric over generated ``predictions`` for ``examples`` (rows of :meth:`load`'s eval set)."""
@@ -152,7 +176,7 @@ class TaskSpec:
         return scoring.choice_accuracy(answers, [ref[0] for ref in refs], choices if all(choices) else None)
 
 
-def _cut_middle(tokens: list[int], keep: int) -> list[int]:
+def cut_middle(tokens: list[int], keep: int) -> list[int]:
     """``keep`` tokens of ``tokens``: its start and its end, the middle dropped."""
     if keep <= 0:
         return []
@@ -188,7 +212,7 @@ def truncate_keeping_answer(rows: Dataset, tokenizer, max_length: int, answer_to
         else:  # the prompt is the long part: keep a short completion whole, else its answer tail
             if len(completion) > budget // 2:
                 completion = tail
-            prompt = _cut_middle(prompt, budget - len(completion))
+            prompt = cut_middle(prompt, budget - len(completion))
         return {**row, "prompt": tokenizer.decode(prompt), "completion": tokenizer.decode(completion)}
 
     return rows.map(fit, desc="Fitting long examples (keeping the prompt and the final answer)")
