@@ -12,7 +12,10 @@ the parent, through its public hooks:
   whose per-step replay rows are planned by the strategy ``lookahead`` steps ahead, after each optimizer step
   (``on_step_end`` callback), identically on every rank;
 - state: memory, strategy, buffer and sampler are saved with every checkpoint (``on_save`` callback; safetensors +
-  JSON) and restored by ``resume_from_checkpoint``, which refuses another batch layout or seed.
+  JSON) and restored by ``resume_from_checkpoint``, which refuses another batch layout or seed. The callback writes
+  :data:`COMPLETE_NAME` last, with the size of every file of the checkpoint: a checkpoint without it (a save that was
+  interrupted), or with a file missing, truncated or unreadable, is never resumed from
+  (:func:`last_complete_checkpoint`).
 
 The private upstream names it still uses are pinned in ``tests/test_upstream_pins.py`` (:data:`TESTED_VERSIONS`).
 
@@ -23,10 +26,15 @@ clock (``step_offset``); HF's ``global_step`` ``g`` of this stage is global step
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import math
 import os
+import re
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,7 +42,8 @@ import trl
 from accelerate.utils import broadcast_object_list
 from datasets import Dataset, concatenate_datasets
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import SFTTrainer
 
 from . import log_keys
@@ -42,9 +51,16 @@ from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .sampler import MixedReplaySampler
 from .scheduler import IntervalReplay, ReplaySignals, ReplayStrategy, draw_buffer, replay_allowance
-from .state_io import has_state, load_state, save_state
+from .state_io import file_sizes, has_state, load_state, save_state, size_problem
+
+logger = logging.getLogger(__name__)
 
 STATE_NAME = "mssr_state"
+# Written last into every checkpoint: the size of each file in it. Without it, the checkpoint's save was interrupted.
+COMPLETE_NAME = "mssr_complete.json"
+REPLAY_STATE_KEYS = ("memory", "strategy", "sampler", "buffer", "probe_ids", "generator", "step_offset", "counters",
+                     "last_ratio", "planned")  # fmt: skip
+_CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 # The versions whose internals MSSRTrainer was checked against (tests/test_upstream_pins.py pins what it relies on).
 TESTED_VERSIONS = {"transformers": "5.23.0", "trl": "1.16.0"}
 
@@ -80,15 +96,71 @@ class _ReplayCallback(TrainerCallback):
     def __init__(self, trainer: MSSRTrainer):
         self.trainer = trainer
 
-    # Replay decisions need the state after each optimizer step.
+    # Replay decisions need the state after each optimizer step. The epoch is counted from the global step: the parent
+    # counts it from where this train() call started (the replay sampler, not HF's batch skipping, resumes the stream),
+    # so after a resume it would restart at 0.
     def on_step_end(self, args, state, control, **kwargs):
+        state.epoch = state.global_step / self.trainer.replay_sampler.steps_per_epoch
         self.trainer._after_optimizer_step()
 
-    # Every checkpoint carries the replay state; train() reads it back on resume. Only the saving process writes.
+    # Every checkpoint carries the replay state; train() reads it back on resume. Only the saving process writes, once
+    # every process has written its part (each writes its own RNG state), so the completion record comes last.
     def on_save(self, args, state, control, **kwargs):
+        self.trainer.accelerator.wait_for_everyone()
         if args.should_save:
             checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
             self.trainer.save_replay_state(checkpoint)
+
+
+def read_checkpoint(checkpoint: str | os.PathLike) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The replay state and the parent's ``trainer_state.json`` of a complete MSSRTrainer checkpoint.
+
+    Raises:
+        `ValueError`: the checkpoint is not complete (no :data:`COMPLETE_NAME`: its save was interrupted, or another
+            trainer wrote it), or a file in it is missing, of another size than written, or unreadable. The message
+            names the file.
+    """
+    path = Path(checkpoint)
+    marker = path / COMPLETE_NAME
+    if not marker.is_file():
+        if not has_state(path, STATE_NAME):
+            raise ValueError(
+                f"{path} holds no {STATE_NAME} files: it was not written by MSSRTrainer, or its save was interrupted"
+            )
+        raise ValueError(f"{path} has no {COMPLETE_NAME} (written last): its save was interrupted")
+    try:
+        sizes = json.loads(marker.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{marker} cannot be read: {type(error).__name__}: {error}") from error
+    problem = size_problem(path, sizes)
+    if problem is not None:
+        raise ValueError(problem)
+    trainer_state_file = path / TRAINER_STATE_NAME
+    try:
+        trainer_state = json.loads(trainer_state_file.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{trainer_state_file} cannot be read: {type(error).__name__}: {error}") from error
+    state = load_state(path, STATE_NAME)
+    missing = [key for key in REPLAY_STATE_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"{path / STATE_NAME}.json lacks {missing}: it is not a complete MSSRTrainer replay state")
+    return state, trainer_state
+
+
+def last_complete_checkpoint(folder: str | os.PathLike) -> tuple[str | None, list[str]]:
+    """The newest ``checkpoint-N`` in ``folder`` that :func:`read_checkpoint` accepts (None: none), and why each newer
+    one was passed over."""
+    folder = Path(folder)
+    found = [p for p in folder.iterdir() if _CHECKPOINT.match(p.name) and p.is_dir()] if folder.is_dir() else []
+    skipped = []
+    for path in sorted(found, key=lambda p: int(_CHECKPOINT.match(p.name).group(1)), reverse=True):
+        try:
+            read_checkpoint(path)
+        except ValueError as error:
+            skipped.append(str(error))
+            continue
+        return str(path), skipped
+    return None, skipped
 
 
 def _with_ids(dataset: Dataset, column: str, start: int) -> Dataset:
@@ -183,6 +255,7 @@ class MSSRTrainer(SFTTrainer):
                          "bookkeeping_seconds": 0.0, "planned_stage_samples": 0}  # fmt: skip
         self.last_ratio = 0.0  # replay ratio of the last trained step
         self.planned: dict[int, tuple[float, int]] = {}  # step -> (ratio, replay samples), for steps not yet trained
+        self._resumed_losses: tuple[int, float, int] | None = None  # (checkpoint step, its loss sum, steps logged)
         self.add_callback(_ReplayCallback(self))
 
     # ------------------------------------------------------------------ input checks (before any training)
@@ -196,6 +269,22 @@ class MSSRTrainer(SFTTrainer):
                 f"train_dataset must be a datasets.Dataset (map-style), got {type(train_dataset).__name__}; "
                 "streaming datasets cannot be indexed by a replay sampler"
             )
+        if len(train_dataset) == 0:
+            raise ValueError("train_dataset is empty: give the current task's rows")
+        kinds = (["input_ids"], [args.dataset_text_field], ["messages"], ["prompt", "completion"])
+        if not any(all(c in train_dataset.column_names for c in kind) for kind in kinds):
+            raise ValueError(
+                f"train_dataset has the columns {train_dataset.column_names}; SFT needs 'prompt' and 'completion', "
+                f"'messages', {args.dataset_text_field!r} (dataset_text_field) or 'input_ids'"
+            )
+        if "completion" in train_dataset.column_names:
+            empty = sum(isinstance(c, str) and not c.strip() for c in train_dataset["completion"])
+            if empty:
+                warnings.warn(
+                    f"{empty} of {len(train_dataset)} train_dataset rows have an empty completion: on them the model "
+                    "learns to end its answer right after the prompt",
+                    stacklevel=3,
+                )
         if replay_dataset is not None and not isinstance(replay_dataset, Dataset):
             raise ValueError(f"replay_dataset must be a datasets.Dataset, got {type(replay_dataset).__name__}")
         if replay_dataset is not None and len(replay_dataset) == 0:
@@ -426,9 +515,17 @@ class MSSRTrainer(SFTTrainer):
     # ------------------------------------------------------------------ logging
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        # Replay and memory statistics join the trainer's own logs (so tensorboard / wandb get them).
-        if self.model.training and self._stage_started:
+        # Replay and memory statistics join the trainer's own logs (so tensorboard / wandb get them), and its summary
+        # (which a train() call resumed at the last step logs with the model still in eval mode).
+        if (self.model.training or "train_loss" in logs) and self._stage_started:
             logs.update(self.replay_stats())
+        # The parent's summary train_loss averages the steps of this train() call only (0.0 when it resumed at the last
+        # step): after a resume, make it the mean over every step of the run whose loss was logged.
+        if "train_loss" in logs and self._resumed_losses is not None:
+            resumed_step, loss_sum, logged_steps = self._resumed_losses
+            trained = self.state.global_step - resumed_step
+            if logged_steps + trained > 0:
+                logs["train_loss"] = (loss_sum + logs["train_loss"] * trained) / (logged_steps + trained)
         super().log(logs, start_time)
 
     def replay_stats(self) -> dict[str, float]:
@@ -483,20 +580,33 @@ class MSSRTrainer(SFTTrainer):
         self._stage_started = True
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """As the parent's, with ``resume_from_checkpoint`` read by :func:`read_checkpoint` (an incomplete or corrupt
+        checkpoint is refused, naming the file); ``True`` takes the newest complete checkpoint in ``output_dir`` and
+        logs the newer ones it passed over. After a resume, the summary ``train_loss`` is the mean over every step of
+        the run whose loss was logged, not only the steps of this call.
+        """
         # Restore the replay state before HF builds the dataloader (works for every backend, FSDP and DeepSpeed too).
         if resume_from_checkpoint:
             path = resume_from_checkpoint
             if path is True:
-                path = get_last_checkpoint(self.args.output_dir)
+                path, skipped = last_complete_checkpoint(self.args.output_dir)
                 if path is None:
-                    raise ValueError(f"resume_from_checkpoint=True but {self.args.output_dir} holds no checkpoint")
-            if not has_state(path, STATE_NAME):
-                raise ValueError(f"{path} holds no {STATE_NAME} files: it was not written by MSSRTrainer")
-            self.load_replay_state_dict(load_state(path, STATE_NAME))
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+                    raise ValueError(
+                        f"resume_from_checkpoint=True but {self.args.output_dir} holds no complete checkpoint"
+                        + "".join(f"; {reason}" for reason in skipped)
+                    )
+                for reason in skipped:
+                    logger.warning(f"Resuming from {path}, not from a newer checkpoint: {reason}")
+            replay_state, trainer_state = read_checkpoint(path)
+            self.load_replay_state_dict(replay_state)
+            self._resumed_losses = _logged_loss_sum(trainer_state)
+            resume_from_checkpoint = str(path)
+        output = super().train(resume_from_checkpoint, *args, **kwargs)
+        return output._replace(training_loss=output.metrics.get("train_loss", output.training_loss))
 
     def save_replay_state(self, checkpoint: str) -> None:
-        """Write :meth:`replay_state_dict` into ``checkpoint`` (the folder the parent just saved; called on save)."""
+        """Write :meth:`replay_state_dict` into ``checkpoint`` (the folder the parent just saved; called on save), then
+        :data:`COMPLETE_NAME` with the size of every file in the folder, which marks the checkpoint complete."""
         if not os.path.isdir(checkpoint):
             raise RuntimeError(
                 f"MSSRTrainer saves its replay state into the checkpoint folder {checkpoint}, but the parent trainer "
@@ -504,3 +614,18 @@ class MSSRTrainer(SFTTrainer):
                 f"{TESTED_VERSIONS['transformers']} that names checkpoints differently)"
             )
         save_state(checkpoint, STATE_NAME, self.replay_state_dict())
+        marker = Path(checkpoint) / COMPLETE_NAME
+        temporary = marker.with_name(f".{COMPLETE_NAME}.tmp")
+        temporary.write_text(json.dumps({"files": file_sizes(checkpoint, skip=(COMPLETE_NAME,))}, indent=1))
+        os.replace(temporary, marker)
+
+
+def _logged_loss_sum(trainer_state: dict[str, Any]) -> tuple[int, float, int]:
+    """(the checkpoint's step, the sum of its steps' logged training losses, how many steps they cover): each logged
+    ``loss`` is the mean over the steps since the previous log."""
+    step, total, covered = int(trainer_state["global_step"]), 0.0, 0
+    for entry in trainer_state.get("log_history", []):
+        if "loss" in entry and covered < entry["step"] <= step:
+            total += entry["loss"] * (entry["step"] - covered)
+            covered = entry["step"]
+    return step, total, covered

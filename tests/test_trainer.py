@@ -1,6 +1,8 @@
 """MSSRTrainer on a tiny random Llama: losses, ids, replay composition, resume, baselines' costs, bad input."""
 
 import copy
+import json
+import logging
 import math
 import re
 
@@ -12,7 +14,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
 from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
-from mssr_hf.mssr_trainer import MSSRTrainer
+from mssr_hf.mssr_trainer import (
+    COMPLETE_NAME,
+    REPLAY_STATE_KEYS,
+    MSSRTrainer,
+    last_complete_checkpoint,
+    read_checkpoint,
+)
 from mssr_hf.sampler import MixedReplaySampler
 from mssr_hf.scheduler import interval_steps
 
@@ -187,7 +195,8 @@ class StopAt(TrainerCallback):
 
 
 def test_resume_continues_identically(tiny_model_dir, tmp_path):
-    """8 steps straight == 4 steps, stop, resume_from_checkpoint: same memory, replay ids and losses."""
+    """8 steps straight == 4 steps, stop, resume_from_checkpoint: same memory, replay ids and losses; the same epochs
+    in the log and the same summary train_loss, also when resumed at the last checkpoint (no step left to train)."""
     task, bank = task_and_bank()
     replay = dict(max_steps=8, replay_strategy="mssr_full", replay_first_interval=1, replay_eta_p=0.3,
                   replay_refresh_interval=3, replay_buffer_size=12, replay_lambda0=0.5, save_strategy="steps",
@@ -198,7 +207,7 @@ def test_resume_continues_identically(tiny_model_dir, tmp_path):
         trainer = MSSRTrainer(model, config(out, **replay), train_dataset=task, replay_dataset=bank,
                               processing_class=tok, callbacks=[StopAt(stop)] if stop else None)  # fmt: skip
         recorder = Recorder(trainer)
-        trainer.train(resume_from_checkpoint=resume)
+        trainer.output = trainer.train(resume_from_checkpoint=resume)
         return trainer, recorder
 
     straight, straight_rec = run(tmp_path / "a")
@@ -206,6 +215,7 @@ def test_resume_continues_identically(tiny_model_dir, tmp_path):
     checkpoint = tmp_path / "b" / "out" / "checkpoint-4"
     assert (checkpoint / "mssr_state.safetensors").is_file() and (checkpoint / "mssr_state.json").is_file()
     resumed, resumed_rec = run(tmp_path / "b", resume=str(checkpoint))
+    at_end, at_end_rec = run(tmp_path / "b", resume=str(tmp_path / "b" / "out" / "checkpoint-8"))
 
     for key, value in straight.memory.state_dict().items():
         other = resumed.memory.state_dict()[key]
@@ -223,6 +233,82 @@ def test_resume_continues_identically(tiny_model_dir, tmp_path):
     torch.testing.assert_close(
         torch.tensor(step_losses(resumed)), torch.tensor(step_losses(straight)), atol=1e-6, rtol=0
     )
+    # The epoch goes on from where it stopped (0.625 at step 5, not 0.125), and the summary train_loss is the mean
+    # over all 8 steps: the parent's averages the steps of one train() call (0.0 for a call that trains none).
+    epochs = [[e["epoch"] for e in t.state.log_history] for t in (straight, resumed, at_end)]
+    assert epochs[0] == epochs[1] == epochs[2] and epochs[0][4] == 0.625
+    assert at_end_rec.calls == []  # nothing left to train
+    mean = sum(step_losses(straight)) / 8
+    for trainer in (straight, resumed, at_end):
+        assert trainer.output.training_loss == pytest.approx(mean, rel=1e-6)
+        assert trainer.state.log_history[-1]["train_loss"] == trainer.output.training_loss
+        assert trainer.state.log_history[-1]["replay/replayed_samples"] == straight.counters["replayed_samples"]
+
+
+def test_resume_passes_over_incomplete_and_corrupt_checkpoints(tiny_model_dir, tmp_path, caplog):
+    """A checkpoint counts once MSSRTrainer's completion record, written last, is there and every file in it has the
+    size it was written with and reads back. resume_from_checkpoint=True takes the newest such checkpoint and logs
+    why it passed over each newer one; a named checkpoint that is not complete is refused, naming the file."""
+    task, bank = task_and_bank()
+    replay = dict(max_steps=6, replay_strategy="fixed", replay_fixed_interval=1, save_strategy="steps", save_steps=1)
+
+    def trainer():
+        model, tok = load(tiny_model_dir)
+        return MSSRTrainer(model, config(tmp_path, **replay), train_dataset=task, replay_dataset=bank,
+                           processing_class=tok)  # fmt: skip
+
+    straight = trainer()
+    straight.train()
+    out = tmp_path / "out"
+    assert last_complete_checkpoint(out) == (str(out / "checkpoint-6"), [])
+    written = json.loads((out / "checkpoint-6" / COMPLETE_NAME).read_text())["files"]
+    assert {"model.safetensors", "optimizer.pt", "trainer_state.json", "mssr_state.json"} <= set(written)
+    assert sorted(read_checkpoint(out / "checkpoint-6")[0]) == sorted(REPLAY_STATE_KEYS)  # the keys it checks
+
+    # Each checkpoint from the newest down is left as a killed save or a damaged disk leaves one.
+    (out / "checkpoint-7").mkdir()  # killed right after the folder appeared
+    (out / "checkpoint-6" / COMPLETE_NAME).unlink()  # killed before the completion record
+    tensors = out / "checkpoint-5" / "mssr_state.safetensors"
+    tensors.write_bytes(tensors.read_bytes()[:100])  # truncated
+    tree = out / "checkpoint-4" / "mssr_state.json"
+    tree.write_text("x" * tree.stat().st_size)  # garbled, same size
+    tree = out / "checkpoint-3" / "mssr_state.json"
+    state = json.loads(tree.read_text())
+    del state["planned"]
+    tree.write_text(json.dumps(state))  # a key missing (recorded as written: another version's state)
+    written = json.loads((out / "checkpoint-3" / COMPLETE_NAME).read_text())
+    written["files"]["mssr_state.json"] = tree.stat().st_size
+    (out / "checkpoint-3" / COMPLETE_NAME).write_text(json.dumps(written))
+    (out / "checkpoint-1" / "trainer_state.json").unlink()
+
+    checkpoint, skipped = last_complete_checkpoint(out)
+    assert checkpoint == str(out / "checkpoint-2")
+    expected = [
+        f"{out / 'checkpoint-7'} holds no mssr_state files",
+        f"{out / 'checkpoint-6'} has no {COMPLETE_NAME}",
+        f"{tensors} holds 100 bytes",
+        f"{out / 'checkpoint-4' / 'mssr_state.json'} cannot be read: JSONDecodeError",
+        f"{out / 'checkpoint-3' / 'mssr_state'}.json lacks ['planned']",
+    ]  # fmt: skip
+    assert [reason[: len(start)] for reason, start in zip(skipped, expected)] == expected
+    with pytest.raises(ValueError, match=re.escape(f"{tensors} holds 100 bytes")):
+        trainer().train(resume_from_checkpoint=str(out / "checkpoint-5"))
+    with pytest.raises(ValueError, match=re.escape(f"{out / 'checkpoint-1' / 'trainer_state.json'} is missing")):
+        trainer().train(resume_from_checkpoint=str(out / "checkpoint-1"))
+
+    # True resumes from checkpoint-2, says which newer ones it passed over, and goes on as the straight run did.
+    caplog.set_level(logging.WARNING, logger="mssr_hf")
+    resumed = trainer()
+    recorder = Recorder(resumed)
+    resumed.train(resume_from_checkpoint=True)
+    assert sorted(recorder.ids_by_step()) == [3, 4, 5, 6]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mssr_hf.mssr_trainer"]
+    assert len(warnings) == 5 and all(f"Resuming from {out / 'checkpoint-2'}" in w for w in warnings)
+    assert step_losses(resumed) == pytest.approx(step_losses(straight), abs=1e-6)
+    assert resumed.counters["replayed_samples"] == straight.counters["replayed_samples"]
+    for key, value in straight.memory.state_dict().items():
+        other = resumed.memory.state_dict()[key]
+        assert torch.equal(value, other) if torch.is_tensor(value) else value == other, key
 
 
 def test_resume_with_another_batch_layout_or_seed_is_refused(tiny_model_dir, tmp_path):
@@ -415,7 +501,9 @@ def test_tensorboard_logs_replay_stats(tiny_model_dir, tmp_path):
     [("replay_strategy", "sometimes"), ("memory_ema_beta", 1.0), ("memory_s_min", 20.0), ("replay_lambda0", 1.5),
      ("replay_lambda_min", 0.5), ("replay_zeta", -1.0), ("memory_quantile_low", 0.99), ("memory_phi", "tanh"),
      ("replay_buffer_size", 0), ("replay_interval_pattern", "3,0"), ("replay_first_interval", 0),
-     ("packing", True), ("padding_free", True), ("replay_weighting", "rank"), ("replay_threshold", 1.0)],
+     ("packing", True), ("padding_free", True), ("replay_weighting", "rank"), ("replay_threshold", 1.0),
+     ("per_device_train_batch_size", 0), ("gradient_accumulation_steps", 0), ("max_steps", 0), ("max_steps", -5),
+     ("num_train_epochs", 0)],
 )  # fmt: skip
 def test_bad_config_values_name_the_field(tmp_path, field, value):
     with pytest.raises(ValueError, match=field):
@@ -473,6 +561,21 @@ def test_bad_datasets_fail_before_training(tiny_model_dir, tmp_path):
                     processing_class=tok)  # fmt: skip
     with pytest.raises(ValueError, match="map-style"):
         MSSRTrainer(model, args, train_dataset=task.to_iterable_dataset(), replay_dataset=bank, processing_class=tok)
+    with pytest.raises(ValueError, match="train_dataset is empty"):
+        MSSRTrainer(model, args, train_dataset=task.select([]), replay_dataset=bank, processing_class=tok)
+    renamed = task.rename_columns({"prompt": "question", "completion": "answer"})
+    with pytest.raises(ValueError, match=r"train_dataset has the columns \['question', 'answer'\]; SFT needs"):
+        MSSRTrainer(model, args, train_dataset=renamed, replay_dataset=bank, processing_class=tok)
+
+
+def test_empty_completions_are_trained_with_a_warning(tiny_model_dir, tmp_path):
+    task, bank = task_and_bank()
+    task = task.map(lambda row, i: {"completion": "" if i < 3 else row["completion"]}, with_indices=True)
+    model, tok = load(tiny_model_dir)
+    with pytest.warns(UserWarning, match="3 of 32 train_dataset rows have an empty completion"):
+        trainer = MSSRTrainer(model, config(tmp_path, max_steps=1), train_dataset=task, replay_dataset=bank,
+                              processing_class=tok)  # fmt: skip
+    assert trainer.task_rows.numel() == 32  # still trained on: the end-of-sequence token is their target
 
 
 def test_resume_from_foreign_checkpoint_is_refused(tiny_model_dir, tmp_path):

@@ -71,12 +71,25 @@ def test_on_save_follows_the_checkpoint_folder():
     assert trainer_source.index("self.callback_handler.on_save(", save) - save < 200, VERSIONS
 
 
+def test_epoch_and_summary_loss_after_a_resume():
+    """MSSRTrainer's ``on_step_end`` sets ``state.epoch`` from the global step right after the parent set it (before
+    the step is logged or saved); its ``log`` turns the summary ``train_loss``, the parent's mean over the steps of one
+    ``train()`` call, into the mean over every logged step of the run."""
+    trainer_source = inspect.getsource(transformers.trainer)
+    set_epoch = trainer_source.index("self.state.epoch = epoch + (step + 1) / steps_in_epoch")
+    step_end = trainer_source.index("self.callback_handler.on_step_end(", set_epoch)
+    assert step_end - set_epoch < 100, VERSIONS
+    assert trainer_source.index("self._maybe_log_save_evaluate(", step_end) - step_end < 200, VERSIONS
+    assert "train_loss = self._total_loss_scalar / max(num_steps_trained, 0.001)" in trainer_source, VERSIONS
+    assert 'metrics["train_loss"] = train_loss' in trainer_source, VERSIONS
+
+
 def test_own_private_names_do_not_shadow_the_parents():
     """MSSRTrainer's private methods and attributes are its own: a parent attribute of the same name would be
     silently replaced. Only the two hooks above override on purpose."""
     overrides = {"_set_signature_columns_if_needed", "_get_train_sampler"}
     own = {name for name in vars(MSSRTrainer) if name.startswith("_") and not name.startswith("__")} - overrides
-    own |= {"_stage_started", "_restored_sampler_state"}  # instance attributes
+    own |= {"_stage_started", "_restored_sampler_state", "_resumed_losses"}  # instance attributes
     parents = inspect.getsource(transformers.trainer) + inspect.getsource(trl.trainer.sft_trainer)
     clashes = sorted(name for name in own if hasattr(SFTTrainer, name) or f"self.{name}" in parents)
     assert clashes == [], f"{clashes} exist upstream ({VERSIONS})"
