@@ -1,4 +1,10 @@
-"""Evaluation by batched greedy generation: left padding, split across processes, gathered, with a progress bar."""
+"""Evaluation by batched greedy generation: left padding, split across processes, gathered, with a progress bar.
+
+Prompts are fitted to the length the model was trained on, as training rows are
+(:func:`~mssr_hf.tasks.spec.truncate_keeping_answer`): with ``max_length`` given, a prompt longer than
+``max_length`` minus the tokens that follow it (the generated tokens, or the longest option) loses its middle and
+keeps its start (instructions, context) and its end (the question). It keeps at least half of ``max_length``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,15 @@ from accelerate.utils import gather_object
 from datasets import Dataset
 from tqdm.auto import tqdm
 
-from .tasks.spec import TaskSpec
+from .tasks.spec import TaskSpec, cut_middle
+
+
+def fit_prompt(ids: list[int], max_length: int | None, room: int) -> list[int]:
+    """A prompt's token ids fitted into ``max_length`` with ``room`` tokens after it: its start and end kept, its
+    middle dropped (at least ``max_length // 2`` tokens kept). Unchanged when ``max_length`` is None or it fits."""
+    if max_length is None:
+        return ids
+    return cut_middle(ids, max(max_length - room, max_length // 2))
 
 
 def prompt_texts(examples: Dataset, tokenizer) -> list[str]:
@@ -26,9 +40,16 @@ def prompt_texts(examples: Dataset, tokenizer) -> list[str]:
 
 @torch.no_grad()
 def generate(
-    model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 16, desc: str = "generate"
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+    batch_size: int = 16,
+    desc: str = "generate",
+    max_length: int | None = None,
 ) -> list[str]:
-    """Greedy continuations of ``prompts`` (this process's share when several run; results gathered in order)."""
+    """Greedy continuations of ``prompts`` (this process's share when several run; results gathered in order), each
+    prompt fitted into ``max_length`` with room for ``max_new_tokens`` (:func:`fit_prompt`; None: not fitted)."""
     state = PartialState()
     mine = list(range(state.process_index, len(prompts), state.num_processes))
     was_training, padding_side = model.training, tokenizer.padding_side
@@ -40,7 +61,9 @@ def generate(
         bar = tqdm(range(0, len(mine), batch_size), desc=desc, disable=not state.is_main_process, leave=False)
         for start in bar:
             idx = mine[start : start + batch_size]
-            batch = tokenizer([prompts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
+            ids = [tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in idx]
+            ids = [fit_prompt(row, max_length, max_new_tokens) for row in ids]
+            batch = tokenizer.pad({"input_ids": ids}, return_tensors="pt", padding=True)
             batch = {k: v.to(device) for k, v in batch.items()}
             generated = model.generate(
                 **batch, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
@@ -58,12 +81,21 @@ def generate(
 
 
 @torch.no_grad()
-def option_loglikelihoods(model, tokenizer, prompt: str, continuations: Sequence[str], normalize: bool = True):
+def option_loglikelihoods(
+    model,
+    tokenizer,
+    prompt: str,
+    continuations: Sequence[str],
+    normalize: bool = True,
+    max_length: int | None = None,
+):
     """Log-likelihood of each continuation after ``prompt`` (one forward over the k sequences), divided by its token
-    count when ``normalize``. Shape ``(k,)``."""
+    count when ``normalize``; the prompt fitted into ``max_length`` with room for the longest continuation
+    (:func:`fit_prompt`). Shape ``(k,)``."""
     device = next(model.parameters()).device
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     conts = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in continuations]
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    prompt_ids = fit_prompt(prompt_ids, max_length, max(len(c) for c in conts))
     rows = [prompt_ids + c for c in conts]
     width = max(len(r) for r in rows)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -78,9 +110,11 @@ def option_loglikelihoods(model, tokenizer, prompt: str, continuations: Sequence
     return scores
 
 
-def choice_accuracy_by_loglikelihood(model, tokenizer, examples: Dataset, desc: str = "choices") -> float:
+def choice_accuracy_by_loglikelihood(
+    model, tokenizer, examples: Dataset, desc: str = "choices", max_length: int | None = None
+) -> float:
     """Multiple choice by log-likelihood: the option letter (" A", " B", ...) the model finds most likely after the
-    prompt is its answer; split across processes and gathered."""
+    prompt is its answer (the prompt fitted into ``max_length``); split across processes and gathered."""
     from .scoring import loglikelihood_choice
 
     state = PartialState()
@@ -93,7 +127,8 @@ def choice_accuracy_by_loglikelihood(model, tokenizer, examples: Dataset, desc: 
             row = examples[i]
             letters = [f" {'ABCDE'[k]}" for k in range(len(row["choices"]))]
             answer = "ABCDE".index(row["reference"][0].strip().upper())
-            picked.append((i, option_loglikelihoods(model, tokenizer, row["prompt"], letters), answer))
+            scores = option_loglikelihoods(model, tokenizer, row["prompt"], letters, max_length=max_length)
+            picked.append((i, scores, answer))
     finally:
         model.train(was_training)
     if state.num_processes > 1:
@@ -102,11 +137,15 @@ def choice_accuracy_by_loglikelihood(model, tokenizer, examples: Dataset, desc: 
     return loglikelihood_choice([p[1] for p in picked], [p[2] for p in picked])
 
 
-def evaluate_task(model, tokenizer, task: TaskSpec, examples: Dataset, batch_size: int = 16) -> float:
-    """Score of ``model`` on ``examples`` (a formatted evaluation set of ``task``) with the task's metric."""
+def evaluate_task(
+    model, tokenizer, task: TaskSpec, examples: Dataset, batch_size: int = 16, max_length: int | None = None
+) -> float:
+    """Score of ``model`` on ``examples`` (a formatted evaluation set of ``task``) with the task's metric; prompts are
+    fitted into ``max_length`` (the training ``max_length``; None: not fitted)."""
     if task.metric == "choice" and task.choice_scoring == "loglikelihood":
-        return choice_accuracy_by_loglikelihood(model, tokenizer, examples, desc=f"eval {task.name}")
+        return choice_accuracy_by_loglikelihood(model, tokenizer, examples, f"eval {task.name}", max_length)
     predictions = generate(
-        model, tokenizer, prompt_texts(examples, tokenizer), task.max_new_tokens, batch_size, desc=f"eval {task.name}"
-    )
+        model, tokenizer, prompt_texts(examples, tokenizer), task.max_new_tokens, batch_size, f"eval {task.name}",
+        max_length,
+    )  # fmt: skip
     return task.score(predictions, list(examples))

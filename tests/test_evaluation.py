@@ -38,6 +38,32 @@ def test_truncation_keeps_prompt_and_final_answer(tiny):
     assert n_tokens(tok, long_prompt["prompt"]) + n_tokens(tok, long_prompt["completion"]) <= 63
 
 
+def test_evaluation_prompts_are_fitted_as_training_rows_are(tiny):
+    """With max_length, a long prompt keeps its start and its end and leaves room for the generated tokens (or the
+    options); a prompt that fits is unchanged, and without max_length nothing is cut."""
+    model, tok = tiny
+    long_prompt = "Context: " + "long context words " * 500 + "Question: 2 + 3 ="
+    ids = tok(long_prompt, add_special_tokens=False)["input_ids"]
+    seen = []
+    hook = model.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["input_ids"].tolist()), with_kwargs=True)
+    try:
+        texts = generate(model, tok, [long_prompt, "2 + 3 ="], max_new_tokens=4, max_length=48)
+        first_forward = seen[0]
+        seen.clear()
+        option_loglikelihoods(model, tok, long_prompt, [" 5", " 17"], max_length=48)
+        option_rows = seen[0]
+        seen.clear()
+        generate(model, tok, [long_prompt], max_new_tokens=1)
+    finally:
+        hook.remove()
+    assert len(texts) == 2
+    assert first_forward[0] == ids[:22] + ids[-22:]  # 48 - 4 new tokens = 44: its first and last 22 tokens
+    short = tok("2 + 3 =", add_special_tokens=False)["input_ids"]
+    assert first_forward[1][-len(short) :] == short  # left-padded, whole
+    assert all(len(row) <= 48 for row in option_rows) and option_rows[0][:23] == ids[:23]  # 48 - 1 = 47 kept
+    assert len(seen[0][0]) == len(ids)  # no max_length: the whole prompt
+
+
 def test_option_loglikelihoods_match_a_manual_forward(tiny):
     model, tok = tiny
     prompt, options = "2 + 3 =", [" 5", " 17", " plus"]
