@@ -1,6 +1,6 @@
 """mssr_hf: memory-aware adaptive replay (MSSR) for continual LLM fine-tuning on the Hugging Face stack."""
 
-from .continual import ContinualRunner
+from .continual import ContinualRunner, UnpublishedStagesError
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, scaled_replay_settings
 from .mssr_trainer import MSSRTrainer
@@ -34,6 +34,7 @@ __all__ = [
     "ReplayStrategy",
     "SampleMemory",
     "ThresholdReplay",
+    "UnpublishedStagesError",
     "build_strategy",
     "interval_steps",
     "replay_ratio",

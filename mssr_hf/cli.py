@@ -33,9 +33,37 @@ class RunnerArguments:
     accuracy_eval_size: int = field(default=32, metadata={"help": "Examples per earlier task for `accuracy`."})
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, code: int = 2) -> int:
     print(f"mssr-hf: error: {message}", file=sys.stderr)
-    return 2
+    return code
+
+
+def check_config_file(path: str | Path) -> None:
+    """A YAML config must be a mapping that names each field once (``yaml.safe_load`` would keep the last of two
+    silently).
+
+    Raises:
+        `ValueError`: naming the file, the key and the two lines.
+    """
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            lines: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, str) and key in lines:
+                    raise ValueError(f"{path}: {key!r} is given twice (lines {lines[key]} and {line}); keep one")
+                lines[key] = line
+            return super().construct_mapping(node, deep)
+
+    try:
+        config = yaml.load(Path(path).read_text(), Loader=UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from error
+    if config is not None and not isinstance(config, dict):
+        raise ValueError(f"{path} must hold field: value lines, not a {type(config).__name__}")
 
 
 def parse_train_args(argv: list[str]):
@@ -48,6 +76,7 @@ def parse_train_args(argv: list[str]):
         config, argv = argv[0], argv[1:]
         if not Path(config).is_file():
             raise FileNotFoundError(f"config file {config} not found")
+        check_config_file(config)
         argv = ["--config", config, *argv]
     parser = TrlParser((RunnerArguments, MSSRConfig, ModelConfig), prog="mssr-hf train")
     return parser.parse_args_and_config(args=argv)
@@ -81,8 +110,14 @@ def build_runner(runner_args: RunnerArguments, args, model_args, hub_api=None):
 
 
 def cmd_train(argv: list[str]) -> int:
+    from .continual import UnpublishedStagesError
+
     runner_args, args, model_args = parse_train_args(argv)
-    results = build_runner(runner_args, args, model_args).run()
+    try:
+        results = build_runner(runner_args, args, model_args).run()
+    except UnpublishedStagesError as error:  # trained and saved, but not all of it is on the Hub: say so, exit 1
+        print(format_results(error.results))
+        return _fail(str(error), code=1)
     print(format_results(results))
     return 0
 
@@ -138,9 +173,10 @@ def cmd_eval(argv: list[str]) -> int:
         model = AutoModelForCausalLM.from_pretrained(stage_dir)
     stage = layout.stage_index(stage_dir)
     size = ns.eval_size if ns.eval_size is not None else config["eval_size"]
+    max_length = config["training"].get("max_length")  # prompts are fitted as the run's evaluation fitted them
     for task in get_sequence(config["tasks"])[: stage + 1]:
         _, examples = task.load(0, size)
-        print(f"{task.name}\t{evaluate_task(model, tokenizer, task, examples, ns.eval_batch_size):.4f}")
+        print(f"{task.name}\t{evaluate_task(model, tokenizer, task, examples, ns.eval_batch_size, max_length):.4f}")
     return 0
 
 
@@ -165,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[argv[0]](argv[1:])
-    except (FileNotFoundError, ValueError, ModuleNotFoundError) as error:
+    except (OSError, ValueError, ModuleNotFoundError) as error:
         return _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
 
 

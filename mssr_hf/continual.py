@@ -11,8 +11,18 @@ The recipe, for each task in order:
 5. add the task's samples to the bank.
 
 One adapter is trained continuously across stages: the adapter saved after stage k holds everything learned up to k.
-Rerunning the same command on the same output directory skips finished stages and resumes an unfinished one; a
-changed configuration in that directory is refused. Under several processes only the main process writes.
+Rerunning the same command on the same output directory skips finished stages and resumes an unfinished one from its
+newest complete checkpoint; a changed configuration in that directory is refused once it holds a finished stage or a
+complete checkpoint. Everything a run reads is checked before it writes anything. Under several processes only the
+main process writes.
+
+What survives an interruption (``kill -9`` included): a checkpoint counts only once MSSRTrainer has written its
+completion record, last (:func:`~mssr_hf.mssr_trainer.last_complete_checkpoint`), and a stage only once its
+``metrics.json``, written last with the size of every other file of the stage, is there (:func:`mssr_hf.layout.
+stage_problem`). A stage whose files are missing, truncated or unreadable runs again from its last complete
+checkpoint, and so does every later stage (the same results: every stage is deterministic given the one before).
+A stage's Hub push is recorded apart (``published.json``); a failed push is tried again after every later stage and on
+every rerun, and ``run`` ends with :class:`UnpublishedStagesError` while a finished stage is unpublished.
 
 The run folder's file names and stage folders are those of :mod:`mssr_hf.layout`; :meth:`ContinualRunner.load_stage`
 reads a finished stage back.
@@ -23,27 +33,32 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from accelerate import PartialState
+from accelerate.utils import gather_object
 from datasets import Dataset, concatenate_datasets
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
-from transformers.trainer_utils import get_last_checkpoint
 
 from . import cl_metrics, layout
 from .evaluation import evaluate_task
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
-from .mssr_trainer import MSSRTrainer
+from .mssr_trainer import MSSRTrainer, last_complete_checkpoint
 from .scheduler import ReplayStrategy
-from .state_io import has_state, load_state, save_state
+from .state_io import file_sizes, has_state, load_state, save_state, state_digest
 from .tasks import TaskSpec, get_sequence
 from .tasks.spec import truncate_keeping_answer
+
+logger = logging.getLogger(__name__)
 
 # TrainingArguments fields that do not change what a run computes (excluded from the config hash).
 _NOT_RESULT_FIELDS = {
@@ -52,6 +67,24 @@ _NOT_RESULT_FIELDS = {
     "hub_private_repo", "hub_strategy", "overwrite_output_dir", "resume_from_checkpoint", "dataloader_num_workers",
     "logging_first_step", "log_level", "log_level_replica", "local_rank", "hub_always_push", "hub_revision",
 }  # fmt: skip
+
+
+class UnpublishedStagesError(RuntimeError):
+    """Raised by :meth:`ContinualRunner.run` with ``push_to_hub`` when every stage finished but some are not published
+    (rerunning the same command publishes them).
+
+    Attributes:
+        results (`dict`): the run's results, as ``run`` would have returned them.
+        stages (`list[str]`): the folder names (Hub branches) of the finished stages that are not published.
+    """
+
+    def __init__(self, repo_id: str, stages: list[str], errors: list[str], results: dict[str, Any]):
+        self.results, self.stages = results, stages
+        cause = f" Last error: {errors[-1]}" if errors else ""
+        super().__init__(
+            f"{len(stages)} finished stage(s) not published to the Hub repo {repo_id!r}: {', '.join(stages)}. "
+            f"Rerun the same command to publish them.{cause}"
+        )
 
 
 @dataclasses.dataclass
@@ -63,7 +96,8 @@ class SavedStage:
         stage (`int`), task (`str`): which stage.
         path (`Path`): the stage's folder: the adapter (or the full model) and the tokenizer, for ``from_pretrained``
             (with ``peft_config``, ``PeftModel.from_pretrained(base, path)``), and the model card.
-        metrics (`dict`): the stage's record (``metrics.json``): its training counts, logs and row of scores.
+        metrics (`dict`): the stage's record (``metrics.json``): its training counts, logs and row of scores, and the
+            size of each file of the stage (``files``).
         results (`dict`): the run's results as they stood after this stage (rows and records up to it, and their
             summary metrics), as ``results.json`` held them then.
         memory (`SampleMemory`): the replay memory the next stage starts from.
@@ -128,6 +162,8 @@ class ContinualRunner:
         if len(set(names)) != len(names):
             raise ValueError(f"tasks: each task may appear once in a sequence, got {names}")
         self.probe = get_sequence([probe_task])[0] if probe_task is not None else None
+        if args.push_to_hub and not args.hub_model_id:
+            raise ValueError("push_to_hub needs a repo: set hub_model_id (e.g. --hub_model_id me/my-mssr-run)")
         self.args = args
         self.output_dir = Path(args.output_dir)
         self.model_init_kwargs = dict(model_init_kwargs or {})
@@ -143,32 +179,42 @@ class ContinualRunner:
         self.callbacks = list(callbacks or [])
         self.exposure_listeners = list(exposure_listeners or [])
         self.state = PartialState()
+        self.publish_errors: dict[int, str] = {}  # stage -> why its last push failed (main process)
 
     # ------------------------------------------------------------------ the recipe
 
     def run(self) -> dict[str, Any]:
-        """Train, evaluate and save every stage; returns the results (also in ``output_dir/results.json``)."""
+        """Train, evaluate and save every stage; returns the results (also in ``output_dir/results.json``).
+
+        Raises:
+            `ValueError`: bad input (a task's rows, the output folder, a configuration changed since this folder's
+                run saved something), before anything is written.
+            `UnpublishedStagesError`: with ``push_to_hub``, after every stage finished, if a stage could not be
+                published (it carries the results).
+        """
+        data = self._prepare_data()
+        probe_eval = self.probe.load(0, self.eval_size)[1] if self.probe is not None else None
+        self._check_output_dir()
         self._check_or_record_config()
         results = self._load_results()
-        data = [task.load(self.train_size, self.eval_size) for task in self.tasks]
-        probe_eval = self.probe.load(0, self.eval_size)[1] if self.probe is not None else None
-        model, memory, strategy, bank, next_id = None, None, None, None, 0
+        model, memory, strategy, bank = None, None, None, None
 
+        running = False  # from the first stage that has to run, every later stage runs too (results grow in order)
         for stage, (train, _) in enumerate(data):
-            train = truncate_keeping_answer(train, self.tokenizer, self.args.max_length)
-            train = train.add_column(self.args.replay_id_column, list(range(next_id, next_id + len(train))))
-            next_id += len(train)
-            if layout.is_finished(self.stage_dir(stage)):
-                saved = self.load_stage(stage)
+            saved = None if running else self._finished_stage(stage)
+            if saved is not None:
                 memory, strategy = saved.memory, saved.strategy
                 bank = train if bank is None else concatenate_datasets([bank, train])
                 continue
+            if not running:
+                self._publish_finished()  # what earlier runs finished but could not publish
+                running = True
             if model is None:
                 model = self._model_after(stage - 1)
 
             trainer = self._stage_trainer(stage, model, train, bank, memory, strategy, data)
             start = time.perf_counter()
-            trainer.train(resume_from_checkpoint=get_last_checkpoint(str(self.stage_dir(stage) / layout.CHECKPOINTS)))
+            trainer.train(resume_from_checkpoint=self._resume_point(stage))
             train_seconds = time.perf_counter() - start
             model, memory = trainer.model, trainer.memory
             if stage > 0:
@@ -178,8 +224,40 @@ class ContinualRunner:
             probe_score = self._evaluate(model, self.probe, probe_eval) if self.probe is not None else None
             results = self._record_stage(results, stage, scores, probe_score, trainer, train_seconds)
             self._save_stage(stage, trainer, memory, strategy, results)
+            self._publish_finished()
             bank = train if bank is None else concatenate_datasets([bank, train])
+        if not running:
+            self._publish_finished()
+        self._raise_if_unpublished(results)
         return results
+
+    # ------------------------------------------------------------------ checks before anything is written
+
+    def _prepare_data(self) -> list[tuple[Dataset, Dataset]]:
+        """Each task's (training rows fitted into ``max_length``, with their memory ids; evaluation rows), all loaded
+        and checked before the run writes anything."""
+        data, next_id = [], 0
+        for task in self.tasks:
+            train, evaluation = task.load(self.train_size, self.eval_size)
+            if train is None:
+                raise ValueError(f"task {task.name!r} has no training rows (train_size={self.train_size})")
+            train = truncate_keeping_answer(train, self.tokenizer, self.args.max_length)
+            train = train.add_column(self.args.replay_id_column, list(range(next_id, next_id + len(train))))
+            next_id += len(train)
+            data.append((train, evaluation))
+        return data
+
+    def _check_output_dir(self) -> None:
+        """``output_dir`` must be a folder this process can write to (created if missing)."""
+        path = self.output_dir
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"output_dir {path} is a file, not a folder: give another output_dir")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        except OSError as error:
+            raise ValueError(f"output_dir {path} cannot be written to: {error.strerror or error}") from error
 
     # ------------------------------------------------------------------ one stage
 
@@ -191,6 +269,7 @@ class ContinualRunner:
             output_dir=str(self.stage_dir(stage) / layout.CHECKPOINTS),
             replay_strategy="none" if first else self.args.replay_strategy,
             push_to_hub=False,  # stages are published by the runner, not by every checkpoint
+            hub_token=None,  # used for the push only: the trainer saves its arguments in every checkpoint
         )
         if not first and strategy is None:
             strategy = strategy_from_config(stage_args)
@@ -198,7 +277,7 @@ class ContinualRunner:
         earlier = earlier[:stage]
 
         def evaluate_earlier(m) -> dict[str, float]:
-            return {t.name: evaluate_task(m, self.tokenizer, t, rows, self.eval_batch_size) for t, rows in earlier}
+            return {t.name: self._evaluate(m, t, rows) for t, rows in earlier}
 
         return MSSRTrainer(
             model, stage_args, train_dataset=train, replay_dataset=bank, processing_class=self.tokenizer,
@@ -209,7 +288,15 @@ class ContinualRunner:
         )  # fmt: skip
 
     def _evaluate(self, model, task: TaskSpec, examples: Dataset) -> float:
-        return evaluate_task(model, self.tokenizer, task, examples, self.eval_batch_size)
+        return evaluate_task(model, self.tokenizer, task, examples, self.eval_batch_size, self.args.max_length)
+
+    def _resume_point(self, stage: int) -> str | None:
+        """The stage's newest complete checkpoint (None: start the stage); newer incomplete ones are logged."""
+        checkpoint, skipped = last_complete_checkpoint(self.stage_dir(stage) / layout.CHECKPOINTS)
+        for reason in skipped:
+            where = f"resumes from {checkpoint}" if checkpoint else "starts from its beginning"
+            logger.warning(f"Stage {stage} ({self.tasks[stage].name}) {where}, passing over: {reason}")
+        return checkpoint
 
     def _record_stage(self, results, stage, scores, probe_score, trainer: MSSRTrainer, seconds) -> dict[str, Any]:
         names = [t.name for t in self.tasks]
@@ -228,17 +315,32 @@ class ContinualRunner:
                 "probe_seconds": round(trainer.counters["probe_seconds"], 3),
                 "eval_seconds": round(trainer.counters["eval_seconds"], 3),
                 "step_offset": trainer.step_offset,
+                "processes": trainer.args.world_size,
+                "memory_sha256": self._memory_digests(trainer.memory),
                 "log_history": trainer.state.log_history,
             }
         ]
         return _results_after(results, stage)
 
+    def _memory_digests(self, memory: SampleMemory) -> list[str]:
+        """The SHA-256 of the memory's state on each process, in rank order (all equal: every rank holds the same
+        memory)."""
+        digests = [state_digest(memory.state_dict())]
+        if self.state.num_processes > 1:
+            digests = gather_object(digests)
+        if len(set(digests)) > 1:
+            logger.warning(f"The processes hold different replay memories (SHA-256 per rank: {digests})")
+        return digests
+
     def _save_stage(self, stage, trainer: MSSRTrainer, memory: SampleMemory, strategy, results) -> None:
-        from .hub import push_stage, write_model_card
+        from .hub import write_model_card
         from .plotting import render_plots
 
         if self.state.is_main_process:
             stage_dir = self.stage_dir(stage)
+            # The stage reads as unfinished while its files are (re)written: metrics.json, written last, finishes it.
+            (stage_dir / layout.STAGE_METRICS).unlink(missing_ok=True)
+            self._forget_published(stage)
             trainer.model.save_pretrained(stage_dir)
             self.tokenizer.save_pretrained(stage_dir)
             save_state(stage_dir, layout.MEMORY_STATE, memory.state_dict())
@@ -247,13 +349,66 @@ class ContinualRunner:
             write_model_card(stage_dir, self._card_info(stage, results))
             _write_json(self.output_dir / layout.RESULTS, results)
             render_plots(self.output_dir, results)
-            # Written last: its presence marks the stage as finished.
-            _write_json(stage_dir / layout.STAGE_METRICS, {"stage": stage, **results["stages"][stage],
-                                                           "scores": results["matrix"][stage]})  # fmt: skip
-            if self.args.push_to_hub:
-                push_stage(stage_dir, self.args.hub_model_id, stage, self.tasks[stage].name, api=self.hub_api,
-                           private=self.args.hub_private_repo)  # fmt: skip
+            # Written last, with the size of every other file: its presence marks the stage as finished.
+            record = {"stage": stage, **results["stages"][stage], "scores": results["matrix"][stage],
+                      "files": file_sizes(stage_dir, skip=(layout.CHECKPOINTS, layout.STAGE_METRICS))}  # fmt: skip
+            _write_json(stage_dir / layout.STAGE_METRICS, record)
         self.state.wait_for_everyone()
+
+    # ------------------------------------------------------------------ publishing
+
+    def _published(self) -> dict[str, Any]:
+        path = self.output_dir / layout.PUBLISHED
+        return _read_json(path) if path.is_file() else {}
+
+    def _is_published(self, published: dict[str, Any], stage: int) -> bool:
+        entry = published.get(layout.stage_name(stage, self.tasks[stage].name))
+        return isinstance(entry, dict) and entry.get("repo_id") == self.args.hub_model_id
+
+    def _forget_published(self, stage: int) -> None:
+        """A stage whose files are rewritten is no longer the copy the Hub holds."""
+        published = self._published()
+        if published.pop(layout.stage_name(stage, self.tasks[stage].name), None) is not None:
+            _write_json(self.output_dir / layout.PUBLISHED, published)
+
+    def _publish_finished(self) -> None:
+        """With ``push_to_hub``: push every finished stage not yet published to ``hub_model_id``, in stage order, and
+        record each push in ``published.json``. A failed push is logged and kept in ``publish_errors``; the next call
+        tries it again. A stage goes to ``main`` only if no later stage is published."""
+        if not self.args.push_to_hub:
+            return
+        if self.state.is_main_process:
+            from .hub import push_stage
+
+            published = self._published()
+            finished = [k for k in range(len(self.tasks)) if layout.is_finished(self.stage_dir(k))]
+            for stage in (k for k in finished if not self._is_published(published, k)):
+                task = self.tasks[stage].name
+                to_main = not any(self._is_published(published, k) for k in finished if k > stage)
+                try:
+                    revision = push_stage(
+                        self.stage_dir(stage), self.args.hub_model_id, stage, task, api=self.hub_api,
+                        private=self.args.hub_private_repo, token=self.args.hub_token, main=to_main,
+                    )  # fmt: skip
+                except (RuntimeError, ValueError) as error:  # push_stage's errors never hold the token
+                    self.publish_errors[stage] = str(error)
+                    logger.warning(f"{error} (tried again after the next stage, and by a rerun)")
+                    continue
+                self.publish_errors.pop(stage, None)
+                published[layout.stage_name(stage, task)] = {"repo_id": self.args.hub_model_id,
+                                                             "revision": revision, "main": to_main}  # fmt: skip
+                _write_json(self.output_dir / layout.PUBLISHED, published)
+        self.state.wait_for_everyone()
+
+    def _raise_if_unpublished(self, results: dict[str, Any]) -> None:
+        if not (self.args.push_to_hub and self.state.is_main_process):
+            return
+        published = self._published()
+        missing = [k for k in range(len(self.tasks)) if not self._is_published(published, k)]
+        if missing:
+            names = [layout.stage_name(k, self.tasks[k].name) for k in missing]
+            errors = [self.publish_errors[k] for k in missing if k in self.publish_errors]
+            raise UnpublishedStagesError(self.args.hub_model_id, names, errors, results)
 
     # ------------------------------------------------------------------ reading a stage back, resuming
 
@@ -269,19 +424,31 @@ class ContinualRunner:
             `ValueError`: the stage is not finished in ``output_dir``.
         """
         path = self.stage_dir(stage)
-        if not layout.is_finished(path):
-            raise ValueError(f"stage {stage} ({self.tasks[stage].name}) is not finished in {self.output_dir}")
+        problem = layout.stage_problem(path)
+        if problem is not None:
+            task = self.tasks[stage].name
+            raise ValueError(f"stage {stage} ({task}) is not finished in {self.output_dir}: {problem}")
         memory = memory_from_config(self.args)
-        memory.load_state_dict(load_state(path, layout.MEMORY_STATE))
+        _load_into(memory, path, layout.MEMORY_STATE)
         strategy = None
         if has_state(path, layout.STRATEGY_STATE):
             strategy = strategy_from_config(self.args)
-            strategy.load_state_dict(load_state(path, layout.STRATEGY_STATE))
+            _load_into(strategy, path, layout.STRATEGY_STATE)
         return SavedStage(
-            stage=stage, task=self.tasks[stage].name, path=path,
-            metrics=json.loads((path / layout.STAGE_METRICS).read_text()),
+            stage=stage, task=self.tasks[stage].name, path=path, metrics=_read_json(path / layout.STAGE_METRICS),
             results=_results_after(self._load_results(), stage), memory=memory, strategy=strategy,
         )  # fmt: skip
+
+    def _finished_stage(self, stage: int) -> SavedStage | None:
+        """What finished stage ``stage`` saved, or None when the stage has to run: not finished, or finished but a
+        file of it is missing, truncated or unreadable (logged: the stage runs again from its last complete
+        checkpoint)."""
+        try:
+            return self.load_stage(stage)
+        except ValueError as error:
+            if (self.stage_dir(stage) / layout.STAGE_METRICS).is_file():
+                logger.warning(f"{error}; the stage runs again from its last complete checkpoint")
+            return None
 
     def _model_after(self, stage: int):
         """The model as it was after ``stage`` (-1: the base model)."""
@@ -300,7 +467,7 @@ class ContinualRunner:
     def _load_results(self) -> dict[str, Any]:
         path = self.output_dir / layout.RESULTS
         if path.is_file():
-            return json.loads(path.read_text())
+            return _read_json(path)
         return {
             "tasks": [t.name for t in self.tasks], "probe_task": self.probe.name if self.probe else None,
             "strategy": self.args.replay_strategy, "model": self.model_name, "matrix": [], "probe": [],
@@ -318,21 +485,39 @@ class ContinualRunner:
         }  # fmt: skip
 
     def _check_or_record_config(self) -> None:
+        """Record the run's configuration, or check it against the one recorded. A changed configuration is refused
+        once the folder holds something a rerun continues from (a finished stage or a complete checkpoint); before
+        that, the new one replaces it, and the stage folders (nothing in them to resume from) are removed."""
         config = self.run_config()
         digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
         path = self.output_dir / layout.RUN_CONFIG
-        if path.is_file():
-            saved = json.loads(path.read_text())
-            if saved["hash"] != digest:
-                changed = _diff(saved["config"], config)
+        # Every process reads the folder before the main process changes it, and all pass the same barriers.
+        self.state.wait_for_everyone()
+        saved = _read_json(path) if path.is_file() else None
+        replace = saved is not None and saved.get("hash") != digest
+        if replace:
+            changed = ", ".join(_diff(saved.get("config", {}), config))
+            if self._holds_saved_work():
                 raise ValueError(
-                    f"{self.output_dir} holds a run with a different configuration (changed: {', '.join(changed)}); "
+                    f"{self.output_dir} holds a run with a different configuration (changed: {changed}); "
                     "use a new output_dir, or rerun with the original settings to resume"
                 )
-            return
-        if self.state.is_main_process:
+            logger.warning(f"{self.output_dir} holds no finished stage and no complete checkpoint: its configuration "
+                           f"is replaced (changed: {changed})")  # fmt: skip
+        self.state.wait_for_everyone()
+        if self.state.is_main_process and (saved is None or replace):
+            for folder in layout.stage_folders(self.output_dir) if replace else []:
+                shutil.rmtree(folder)
             _write_json(path, {"hash": digest, "config": config})
         self.state.wait_for_everyone()
+
+    def _holds_saved_work(self) -> bool:
+        """Whether the run folder holds something a rerun would continue from: a stage's ``metrics.json`` or a
+        complete checkpoint."""
+        return any(
+            (folder / layout.STAGE_METRICS).is_file() or last_complete_checkpoint(folder / layout.CHECKPOINTS)[0]
+            for folder in layout.stage_folders(self.output_dir)
+        )
 
     def _card_info(self, stage: int, results: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -350,6 +535,26 @@ def _results_after(results: dict[str, Any], stage: int) -> dict[str, Any]:
     results = {**results, **{key: results[key][: stage + 1] for key in ("matrix", "probe", "stages")}}
     results["metrics"] = cl_metrics.summarize([row[: i + 1] for i, row in enumerate(results["matrix"])])
     return _finite_or_none(results)
+
+
+def _load_into(target: SampleMemory | ReplayStrategy, directory: Path, name: str) -> None:
+    """``target.load_state_dict`` of the state saved as ``name`` in ``directory``; an unreadable or incomplete state
+    raises a ValueError naming its file."""
+    state = load_state(directory, name)  # names the file itself
+    try:
+        target.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(
+            f"{directory / name}.json does not hold a complete state: {type(error).__name__}: {error}"
+        ) from error
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON in ``path``; a file that is not JSON raises a ValueError naming it."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} cannot be read: {type(error).__name__}: {error}") from error
 
 
 def _jsonable(value: Any) -> Any:

@@ -6,6 +6,10 @@ Layout on the Hub: **one repo per run, one branch per stage, ``main`` = the late
   stage's folder has the same name, see :mod:`mssr_hf.layout`), and the same folder is pushed to ``main``. So
   ``PeftModel.from_pretrained(base, repo, revision="stage-01-gsm8k")`` loads any stage, and the default revision
   loads the latest one.
+* ``ContinualRunner`` pushes each stage once it is finished and records the push in the run folder's
+  ``published.json`` (:mod:`mssr_hf.layout`). A push that fails does not stop the run: every later stage's end, and
+  every rerun of the same command, pushes again the finished stages not yet published (a stage goes to ``main`` only
+  if no later stage is published), and the run ends with an error naming the stages still unpublished.
 * Each upload mirrors the stage folder (``delete_patterns="*"``: files the folder no longer has are removed from
   that revision; the Hub always keeps ``.gitattributes``). The stage's ``checkpoints/`` are never uploaded.
 * Why branches and not one repo per stage: one place to find a run, stages share the base model and tokenizer, and a
@@ -204,6 +208,7 @@ def push_stage(
     api=None,
     private: bool | None = None,
     token: str | None = None,
+    main: bool = True,
 ) -> str:
     """Publish a finished stage: create the run's repo if needed, upload the stage folder to its branch and to main.
 
@@ -214,6 +219,8 @@ def push_stage(
         api (*optional*): a `huggingface_hub.HfApi`-like client; default ``HfApi(token=token or $HF_TOKEN)``.
         private (`bool`, *optional*): visibility if the repo is created (None: the account's default).
         token (`str`, *optional*): overrides ``HF_TOKEN``; ignored when ``api`` is given.
+        main (`bool`, *optional*, defaults to `True`): also upload to ``main`` (False when a later stage is already
+            published there).
 
     Returns:
         `str`: the stage's revision (branch) name.
@@ -235,7 +242,7 @@ def push_stage(
         ("create the repo", lambda: api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")),
         (f"create branch {branch}", lambda: api.create_branch(repo_id, branch=branch, exist_ok=True)),
     ]
-    for revision in (branch, "main"):
+    for revision in (branch, "main") if main else (branch,):
         upload = dict(repo_id=repo_id, folder_path=folder, revision=revision, commit_message=message,
                       ignore_patterns=CHECKPOINT_PATTERNS, delete_patterns="*")  # fmt: skip
         steps.append((f"upload to {revision}", lambda upload=upload: api.upload_folder(**upload)))

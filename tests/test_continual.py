@@ -4,6 +4,9 @@ resume, config guard, publishing to a stand-in Hub client."""
 import copy
 import dataclasses
 import json
+import logging
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,10 +16,10 @@ from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from mssr_hf import cl_metrics
-from mssr_hf.continual import ContinualRunner
+from mssr_hf import cl_metrics, layout
+from mssr_hf.continual import ContinualRunner, UnpublishedStagesError
 from mssr_hf.mssr_config import MSSRConfig
-from mssr_hf.state_io import load_state
+from mssr_hf.state_io import file_sizes, load_state
 from mssr_hf.tasks import TaskSpec
 
 pytestmark = pytest.mark.slow
@@ -69,17 +72,25 @@ class KillAt(TrainerCallback):
 
 
 class RecordingHub:
-    def __init__(self):
-        self.calls = []
+    """Stand-in for `huggingface_hub.HfApi`; creating a branch in ``fail_branches`` ("*": any) fails, as on a Hub
+    outage."""
+
+    def __init__(self, fail_branches=()):
+        self.calls, self.fail_branches = [], set(fail_branches)
 
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
 
     def create_branch(self, repo_id, branch, **kwargs):
         self.calls.append(("create_branch", repo_id, branch))
+        if branch in self.fail_branches or "*" in self.fail_branches:
+            raise ConnectionError("503 Service Unavailable")
 
     def upload_folder(self, **kwargs):
         self.calls.append(("upload_folder", kwargs["repo_id"], kwargs.get("revision"), kwargs["folder_path"]))
+
+    def uploads(self):
+        return [(Path(c[3]).name, c[2]) for c in self.calls if c[0] == "upload_folder"]
 
 
 def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
@@ -128,6 +139,81 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     assert ("stage-02-mul", str(out / "stage-02-mul")) in uploads and ("main", str(out / "stage-02-mul")) in uploads
 
 
+def test_a_failed_push_is_retried_and_the_run_says_what_is_unpublished(tiny_model_dir, tmp_path):
+    """Stage 0's push fails (and again after stage 1, which publishes): the run ends with an error naming stage 0 and
+    carrying the results. Published stages are recorded apart from finished ones. A rerun while the Hub is down fails
+    the same way (never a success with a stage unpublished); once it is up, a rerun trains nothing and pushes stage 0
+    only, to its branch, not to main (which holds stage 1); the next rerun has nothing to push."""
+    out = tmp_path / "run"
+    hub = {"push_to_hub": True, "hub_model_id": "me/mssr-run"}
+    failing = RecordingHub(fail_branches={"stage-00-add"})
+    with pytest.raises(UnpublishedStagesError, match="not published to the Hub repo 'me/mssr-run': stage-00-add") as e:
+        runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=2, hub_api=failing, **hub).run()
+    assert "503 Service Unavailable" in str(e.value) and e.value.stages == ["stage-00-add"]
+    assert e.value.results == json.loads((out / "results.json").read_text()) and len(e.value.results["matrix"]) == 2
+    assert [c[2] for c in failing.calls if c[0] == "create_branch"] == ["stage-00-add", "stage-00-add", "stage-01-sub"]
+    assert failing.uploads() == [("stage-01-sub", "stage-01-sub"), ("stage-01-sub", "main")]
+    assert layout.is_finished(out / "stage-00-add") and layout.is_finished(out / "stage-01-sub")
+    assert list(json.loads((out / "published.json").read_text())) == ["stage-01-sub"]
+
+    down = RecordingHub(fail_branches={"*"})
+    with pytest.raises(UnpublishedStagesError, match="stage-00-add"):
+        runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=2, hub_api=down, **hub).run()
+
+    steps, working = CountSteps(), RecordingHub()
+    results = runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=2, hub_api=working, callbacks=[steps],
+                     **hub).run()  # fmt: skip
+    assert steps.steps == 0 and results == e.value.results
+    assert working.uploads() == [("stage-00-add", "stage-00-add")]  # its branch only: main holds stage 1
+    published = json.loads((out / "published.json").read_text())
+    assert published["stage-00-add"] == {"repo_id": "me/mssr-run", "revision": "stage-00-add", "main": False}
+
+    quiet = RecordingHub()
+    runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=2, hub_api=quiet, **hub).run()
+    assert quiet.calls == []
+
+
+def test_bad_output_dir_or_hub_settings_fail_before_anything_is_written(tiny_model_dir, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match=f"output_dir {afile} is a file, not a folder"):
+        runner(tiny_model_dir, afile).run()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.access(locked, os.W_OK):  # root writes anywhere: take a folder the kernel refuses to anyone
+        locked = Path("/sys/kernel")
+        if not locked.is_dir():
+            pytest.skip("no folder this process cannot write to")
+    with pytest.raises(ValueError, match=f"output_dir {locked} cannot be written to: Permission denied"):
+        runner(tiny_model_dir, locked).run()
+    assert afile.read_text() == "x"
+    with pytest.raises(ValueError, match="push_to_hub needs a repo: set hub_model_id"):
+        runner(tiny_model_dir, tmp_path / "run", push_to_hub=True)
+    assert not (tmp_path / "run").exists()
+
+
+def test_evaluation_fits_long_prompts_into_max_length(tiny_model_dir, tmp_path):
+    """Prompts of thousands of tokens: training rows are fitted to max_length, and so are evaluation prompts (the
+    model never sees more than max_length tokens at evaluation)."""
+    word = " plus"
+
+    def long_example(row):
+        return {"prompt": "numbers " * 3000 + row["prompt"], "completion": word, "reference": word.strip()}
+
+    task = TaskSpec(name="long", source=Dataset.from_list(arithmetic_rows(40, "+", 1)), to_example=long_example,
+                    max_new_tokens=4)  # fmt: skip
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    lengths = []
+    model.register_forward_pre_hook(
+        lambda module, args, kwargs: lengths.append((module.training, kwargs["input_ids"].shape[1])), with_kwargs=True
+    )
+    ContinualRunner(model, [task], run_args(tmp_path / "run", max_steps=1, max_length=32), eval_size=4,
+                    tokenizer=AutoTokenizer.from_pretrained(tiny_model_dir)).run()  # fmt: skip
+    at_evaluation = [n for training, n in lengths if not training]
+    assert at_evaluation and max(at_evaluation) <= 32 and max(n for _, n in lengths) <= 32
+
+
 class RecordingRunner(ContinualRunner):
     """Keeps a copy of what each stage hands to saving, to compare with what `load_stage` reads back."""
 
@@ -173,6 +259,9 @@ def test_load_stage_reads_back_what_each_stage_saved(tiny_model_dir, tmp_path):
         assert (saved.stage, saved.task, saved.path) == (stage, TASKS[stage].name, run.stage_dir(stage))
         assert saved.results == handed["results"]  # stage 0: as results.json was before stage 1 rewrote it
         record = handed["results"]["stages"][stage]
+        files = saved.metrics.pop("files")  # the size of every other file of the stage, written with it
+        assert files == file_sizes(saved.path, skip=("checkpoints", "metrics.json"))
+        assert {"adapter_model.safetensors", "memory.safetensors", "README.md"} <= set(files)
         assert saved.metrics == {"stage": stage, **record, "scores": handed["results"]["matrix"][stage]}
         assert_same_state(saved.memory.state_dict(), handed["memory"], "memory")
         assert (saved.strategy is None) == (stage == 0) == (handed["strategy"] is None)
@@ -184,8 +273,10 @@ def test_load_stage_reads_back_what_each_stage_saved(tiny_model_dir, tmp_path):
     assert run.load_stage(1).results == results
 
 
-def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):
-    """Full fine-tuning (the tiny model learns each task's answer word, then forgets it: a non-trivial matrix)."""
+def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path, caplog):
+    """Full fine-tuning (the tiny model learns each task's answer word, then forgets it: a non-trivial matrix). The
+    rerun passes over an empty checkpoint folder (a save killed as it began) and a checkpoint with a truncated replay
+    state, resumes from the complete one before them, and ends with the uninterrupted run's results."""
     settings = dict(lora=False, learning_rate=1e-2)
     straight = runner(tiny_model_dir, tmp_path / "straight", **settings).run()
     assert straight["matrix"][0][0] > 0  # the first task was (partly) learned: the matrix is not trivially 0
@@ -195,10 +286,18 @@ def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):
         runner(tiny_model_dir, out, callbacks=[KillAt("stage-01-sub", 5)], **settings).run()
     assert (out / "stage-00-add" / "metrics.json").is_file()
     assert not (out / "stage-01-sub" / "metrics.json").is_file()
-    assert (out / "stage-01-sub" / "checkpoints" / "checkpoint-4").is_dir()
+    checkpoints = out / "stage-01-sub" / "checkpoints"
+    assert (checkpoints / "checkpoint-4").is_dir()
+    (checkpoints / "checkpoint-999").mkdir()
+    truncated = checkpoints / "checkpoint-4" / "mssr_state.safetensors"
+    truncated.write_bytes(truncated.read_bytes()[:-10])
     weights_before = (out / "stage-00-add" / "model.safetensors").read_bytes()
 
+    caplog.set_level(logging.WARNING, logger="mssr_hf")
     resumed = runner(tiny_model_dir, out, **settings).run()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mssr_hf.continual"]
+    assert len(warnings) == 2 and all(f"resumes from {checkpoints / 'checkpoint-2'}" in w for w in warnings)
+    assert "checkpoint-999 holds no mssr_state files" in warnings[0] and f"{truncated} holds" in warnings[1]
     assert (out / "stage-00-add" / "model.safetensors").read_bytes() == weights_before  # not retrained
     assert resumed["matrix"] == straight["matrix"]
     assert resumed["metrics"] == pytest.approx(straight["metrics"])
@@ -214,11 +313,48 @@ def test_killed_run_resumes_to_the_same_results(tiny_model_dir, tmp_path):
             assert torch.allclose(value.double(), b[key].double(), atol=1e-9, rtol=0), key
 
 
-def test_changed_config_in_same_directory_is_refused(tiny_model_dir, tmp_path):
+class CountSteps(TrainerCallback):
+    def __init__(self):
+        self.steps = 0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps += 1
+
+
+def test_a_damaged_finished_stage_runs_again(tiny_model_dir, tmp_path, caplog):
+    """A finished stage whose file was truncated since is not taken as finished: the rerun names the file and runs the
+    stage again from its last complete checkpoint (here its last step: nothing left to train), and every later
+    stage too, to the same results."""
     out = tmp_path / "run"
+    first = runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=4).run()
+    memory = out / "stage-00-add" / "memory.safetensors"
+    intact = memory.read_bytes()
+    memory.write_bytes(intact[:50])
+    assert not layout.is_finished(out / "stage-00-add") and layout.is_finished(out / "stage-01-sub")
+
+    caplog.set_level(logging.WARNING, logger="mssr_hf")
+    steps = CountSteps()
+    again = runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=4, callbacks=[steps]).run()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "mssr_hf.continual"]
+    assert len(warnings) == 1 and f"{memory} holds 50 bytes" in warnings[0] and "runs again" in warnings[0]
+    assert steps.steps == 0  # both stages resumed from their last checkpoint
+    assert memory.read_bytes() == intact
+    assert again["matrix"] == first["matrix"] and again["metrics"] == first["metrics"]
+    assert [s["log_history"][:-1] for s in again["stages"]] == [s["log_history"][:-1] for s in first["stages"]]
+
+
+def test_changed_config_is_refused_once_the_folder_holds_a_checkpoint(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    # Stopped before its first checkpoint (save_steps=2): nothing to resume from, so another configuration may take
+    # the folder over.
     with pytest.raises(RuntimeError, match="killed"):
         runner(tiny_model_dir, out, callbacks=[KillAt("stage-00-add", 1)]).run()
-    with pytest.raises(ValueError, match="learning_rate"):
-        runner(tiny_model_dir, out, learning_rate=1e-4).run()
+    with pytest.raises(RuntimeError, match="killed"):
+        runner(tiny_model_dir, out, learning_rate=1e-4, callbacks=[KillAt("stage-00-add", 3)]).run()
+    assert json.loads((out / "run_config.json").read_text())["config"]["training"]["learning_rate"] == 1e-4
+    assert (out / "stage-00-add" / "checkpoints" / "checkpoint-2" / "mssr_complete.json").is_file()
+    # Now checkpoint-2 is there to resume from: another configuration is refused, naming what changed.
+    with pytest.raises(ValueError, match="learning_rate: 0.0001 -> 0.002"):
+        runner(tiny_model_dir, out).run()
     with pytest.raises(ValueError, match="replay_lambda0"):
-        runner(tiny_model_dir, out, replay_lambda0=0.2).run()
+        runner(tiny_model_dir, out, learning_rate=1e-4, replay_lambda0=0.2).run()

@@ -87,6 +87,33 @@ def test_unknown_field_and_missing_file_are_one_line_errors(tmp_path):
     assert main([]) == 2
 
 
+def test_bad_training_input_is_one_line_before_anything_is_written(tiny_model_dir, tmp_path, capsys):
+    """Bad values fail while the arguments are read or the run is checked, before anything is written: one line,
+    naming the field, key or path, exit code 2."""
+    from mssr_hf.cli import main
+
+    config = ROOT / "examples" / "configs" / "cpu_tiny.yaml"
+    lines = config.read_text().splitlines()
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(config.read_text() + "max_steps: 9\n")
+    first = next(i for i, line in enumerate(lines, 1) if line.startswith("max_steps:"))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    out = tmp_path / "run"
+    cases = [
+        ([str(config), "--per_device_train_batch_size", "0"], "MSSRConfig.per_device_train_batch_size=0 is invalid"),
+        ([str(config), "--max_steps", "0"], "MSSRConfig.max_steps=0 is invalid: must be an int >= 1, or -1"),
+        ([str(config), "--max_steps", "-5"], "MSSRConfig.max_steps=-5 is invalid"),
+        ([str(twice)], f"{twice}: 'max_steps' is given twice (lines {first} and {len(lines) + 1}); keep one"),
+        ([str(config), "--output_dir", str(afile)], f"output_dir {afile} is a file, not a folder"),
+    ]  # fmt: skip
+    for argv, expected in cases:
+        code = main(["train", *argv[:1], "--model_name_or_path", tiny_model_dir, "--output_dir", str(out), *argv[1:]])
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mssr-hf: error:")]
+        assert code == 2 and len(errors) == 1 and expected in errors[0], (argv, errors)
+        assert not out.exists() and afile.read_text() == "x"
+
+
 @pytest.mark.slow
 def test_cpu_ddp_config_runs_the_example_script_on_two_processes(tiny_model_dir, tmp_path):
     from test_distributed import free_port

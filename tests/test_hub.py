@@ -1,9 +1,11 @@
 """Model cards (front matter, accuracy table, missing values) and publishing a stage to a stand-in Hub client
 (repo, branch, uploads, token handling)."""
 
+import json
 import logging
 import math
 import traceback
+from pathlib import Path
 
 import pytest
 import yaml
@@ -196,3 +198,45 @@ def test_client_errors_name_repo_and_stage_but_not_the_token(tmp_path, monkeypat
     shown = "".join(traceback.format_exception(raised.value))  # what an uncaught error would print
     assert ("403 Forbidden" in shown) is not echoes_token
     assert_token_nowhere(tmp_path, capsys, caplog, message, shown, repr(raised.value))
+
+
+@pytest.mark.slow
+def test_cli_push_uses_the_token_writes_it_nowhere_and_reports_what_is_unpublished(
+    tiny_model_dir, tmp_path, monkeypatch, capsys, caplog
+):
+    """`mssr-hf train ... --push_to_hub true --hub_token TOKEN`: the token reaches the Hub client only (not the
+    checkpoints' training_args.bin, nor any other file the run writes, nor the output). While the Hub is down the run
+    trains every stage, prints its results and exits 1 naming the unpublished stages; the rerun publishes them."""
+    from mssr_hf.cli import main
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    made, hub_up = [], {"up": False}
+
+    def fake_hf_api(token=None, **kwargs):
+        client = RecordingClient() if hub_up["up"] else RecordingClient("create_repo", ConnectionError("Hub down"))
+        made.append({"token": token, "client": client})
+        return client
+
+    monkeypatch.setattr(mssr_hf.hub, "HfApi", fake_hf_api)
+    out = tmp_path / "run"
+    config = Path(__file__).resolve().parents[1] / "examples" / "configs" / "cpu_tiny.yaml"
+    argv = ["train", str(config), "--model_name_or_path", tiny_model_dir, "--output_dir", str(out), "--max_steps", "2",
+            "--save_strategy", "steps", "--save_steps", "1", "--push_to_hub", "true", "--hub_model_id", "me/run",
+            "--hub_token", TOKEN]  # fmt: skip
+    assert main(argv) == 1
+    first_out, first_err = capsys.readouterr()
+    errors = [line for line in first_err.splitlines() if line.startswith("mssr-hf: error:")]
+    stages = json.loads((out / "results.json").read_text())["tasks"]
+    names = ", ".join(f"stage-0{k}-{task}" for k, task in enumerate(stages))
+    assert len(errors) == 1 and f"3 finished stage(s) not published to the Hub repo 'me/run': {names}" in errors[0]
+    assert "Rerun the same command" in errors[0] and "final_average" in first_out
+
+    hub_up["up"] = True
+    assert main(argv) == 0
+    second_out, second_err = capsys.readouterr()
+    published = json.loads((out / "published.json").read_text())
+    assert list(published) == [f"stage-0{k}-{task}" for k, task in enumerate(stages)]
+    assert all(made_one["token"] == TOKEN for made_one in made) and len(made) >= 3
+    assert list((out / f"stage-00-{stages[0]}" / "checkpoints" / "checkpoint-2").glob("training_args.bin"))
+    assert_token_nowhere(tmp_path, capsys, caplog, first_out, first_err, second_out, second_err)
