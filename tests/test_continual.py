@@ -331,6 +331,9 @@ def test_a_damaged_finished_stage_runs_again(tiny_model_dir, tmp_path, caplog):
     intact = memory.read_bytes()
     memory.write_bytes(intact[:50])
     assert not layout.is_finished(out / "stage-00-add") and layout.is_finished(out / "stage-01-sub")
+    later = (out / "stage-01-sub" / "metrics.json").read_text()
+    (out / "stage-01-sub" / "metrics.json").write_text(later.replace('"stage": 1', '"stage": 1, "stale": true', 1))
+    assert json.loads((out / "stage-01-sub" / "metrics.json").read_text())["stale"]
 
     caplog.set_level(logging.WARNING, logger="mssr_hf")
     steps = CountSteps()
@@ -339,6 +342,7 @@ def test_a_damaged_finished_stage_runs_again(tiny_model_dir, tmp_path, caplog):
     assert len(warnings) == 1 and f"{memory} holds 50 bytes" in warnings[0] and "runs again" in warnings[0]
     assert steps.steps == 0  # both stages resumed from their last checkpoint
     assert memory.read_bytes() == intact
+    assert "stale" not in (out / "stage-01-sub" / "metrics.json").read_text()  # stage 1 was saved again too
     assert again["matrix"] == first["matrix"] and again["metrics"] == first["metrics"]
     assert [s["log_history"][:-1] for s in again["stages"]] == [s["log_history"][:-1] for s in first["stages"]]
 
