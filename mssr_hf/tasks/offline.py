@@ -20,6 +20,7 @@ from typing import Any
 
 from datasets import Dataset
 
+from ..errors import InputError, MissingPackageError
 from .extract import final_answer, first_line, gsm8k_answer, last_number, own_answer
 from .spec import TaskSpec
 
@@ -99,7 +100,7 @@ def import_data_package(name: str):
     except ModuleNotFoundError as error:
         if error.name != name:
             raise
-        raise ModuleNotFoundError(f"offline tasks read data from the {name} package: {DEMO_EXTRA_HINT}") from None
+        raise MissingPackageError(f"offline tasks read data from the {name} package: {DEMO_EXTRA_HINT}") from None
 
 
 def number_answer(text: str) -> str:
@@ -129,7 +130,7 @@ def reasoning_gym_task(name: str, size: int | None = None, seed: int = 42) -> Ta
     agrees with reasoning-gym's own ``score_answer`` on these skills' exact answers.
     """
     if name not in REASONING_GYM:
-        raise ValueError(f"unknown reasoning-gym task {name!r}; known: {', '.join(REASONING_GYM)}")
+        raise InputError(f"unknown reasoning-gym task {name!r}; known: {', '.join(REASONING_GYM)}")
     skill = REASONING_GYM[name]
     size = size if size is not None else skill.size or RG_SIZE
 
@@ -226,7 +227,7 @@ def chatterbot_task(category: str, size: int | None = None, seed: int = 42) -> T
     conversational categories.
     """
     if category not in CHATTERBOT_CATEGORIES:
-        raise ValueError(f"chatterbot category must be one of {CHATTERBOT_CATEGORIES}, got {category!r}")
+        raise InputError(f"chatterbot category must be one of {CHATTERBOT_CATEGORIES}, got {category!r}")
 
     def source() -> Dataset:
         return Dataset.from_list(_shuffled(chatterbot_pairs(category), size, seed))
@@ -259,7 +260,7 @@ def make_offline_task(name: str, size: int | None = None, seed: int = 42) -> Tas
         return champ_task(size, seed)
     if name.startswith("chatterbot_") and name.removeprefix("chatterbot_") in CHATTERBOT_CATEGORIES:
         return chatterbot_task(name.removeprefix("chatterbot_"), size, seed)
-    raise ValueError(f"unknown offline task {name!r}; known: {', '.join(OFFLINE_TASKS)}")
+    raise InputError(f"unknown offline task {name!r}; known: {', '.join(OFFLINE_TASKS)}")
 
 
 OFFLINE_TASKS: dict[str, Callable[[], TaskSpec]] = {

@@ -15,6 +15,7 @@ from functools import partial
 
 from datasets import Dataset
 
+from ..errors import InputError
 from .extract import first_line
 from .spec import TaskSpec
 
@@ -60,9 +61,9 @@ def synthetic_task(name: str, size: int = 2000, seed: int = 0, min_len: int = 3,
         min_len (`int`, *optional*, defaults to `3`), max_len (`int`, *optional*, defaults to `5`): input length.
     """
     if name not in TRANSFORMS:
-        raise ValueError(f"unknown synthetic task {name!r}; known: {', '.join(TRANSFORMS)}")
+        raise InputError(f"unknown synthetic task {name!r}; known: {', '.join(TRANSFORMS)}")
     if not 1 <= min_len <= max_len:
-        raise ValueError(f"synthetic task {name!r}: need 1 <= min_len <= max_len, got {min_len}, {max_len}")
+        raise InputError(f"synthetic task {name!r}: need 1 <= min_len <= max_len, got {min_len}, {max_len}")
     word, transform = TRANSFORMS[name]
 
     def source() -> Dataset:
