@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from datasets import Dataset, DatasetDict
 
-from mssr_hf.tasks import BUILTIN_TASKS, SEQUENCE_PROBES, SEQUENCES, TaskSpec, get_sequence, get_task
+from mssr_hf.errors import InputError
+from mssr_hf.tasks import BUILTIN_TASKS, SEQUENCE_PROBES, SEQUENCES, TaskSpec, get_sequence, get_task, task_from_dict
 from mssr_hf.tasks.builtin import HUB_TASKS, alpaca_gpt4, shuffled
 from mssr_hf.tasks.extract import boxed, final_answer, gsm8k_answer, yes_no
 from mssr_hf.tasks.offline import REASONING_GYM, make_offline_task
@@ -297,6 +298,183 @@ def test_rows_without_the_needed_fields_are_one_line_errors_and_empty_completion
     with pytest.warns(UserWarning, match=r"task 't': \d+ of \d+ rows have an empty completion and are left out"):
         train, _ = TaskSpec("t", rows, half_empty).load()
     assert all(row["completion"].strip() for row in train)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Declared tasks (a YAML entry of `tasks:`)
+# ----------------------------------------------------------------------------------------------------------------
+
+CAPITALS = [
+    {"country": c, "capital": k, "meta": {"continent": m}}
+    for c, k, m in [("France", "Paris", "Europe"), ("Japan", "Tokyo", "Asia"), ("Peru", "Lima", "America")] * 10
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_declared_task_from_templates_fields_and_a_split_mapping(tmp_path):
+    """A row becomes prompt/completion through format strings over its columns (nested ones indexed), or through
+    columns used as they are; the reference defaults to the completion; a mapping gives one local file per split."""
+    data = write_jsonl(tmp_path / "capitals.jsonl", CAPITALS)
+    spec = task_from_dict({"name": "capitals", "dataset": str(data), "prompt_template": "{meta[continent]}: capital "
+                           "of {country}?", "completion_template": " {capital}.", "max_new_tokens": 4})  # fmt: skip
+    train, evaluation = spec.load()
+    assert (len(train), len(evaluation)) == (28, 2)  # no eval split: 5% held out
+    row = next(r for r in train if r["prompt"].endswith("France?"))
+    assert row == {"prompt": "Europe: capital of France?", "completion": " Paris.", "reference": ["Paris."]}
+    assert (spec.metric, spec.max_new_tokens, spec.extract_answer("Paris.\nQuestion: x")) == ("exact_match", 4,
+                                                                                             "Paris.")  # fmt: skip
+
+    by_field = task_from_dict({"name": "c", "dataset": {"train": str(data), "test": str(data)}, "eval_split": "test",
+                               "prompt_field": "country", "completion_field": "capital", "reference_field": "capital",
+                               "metric": "squad_f1"})  # fmt: skip
+    train, evaluation = by_field.load()
+    assert (len(train), len(evaluation)) == (30, 30)  # the two files are the two splits
+    assert train[0] == {"prompt": "France", "completion": "Paris", "reference": ["Paris"]}  # as they are
+    assert by_field.score(["Paris"], [train[0]]) == 1.0
+
+
+def test_declared_chat_task_and_answer_regex(tmp_path):
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"How many minutes in {n} hours?"},
+                {"role": "assistant", "content": f"{60 * n} minutes"},
+            ],
+            "value": 60 * n,
+        }
+        for n in range(40)
+    ]
+    spec = task_from_dict(
+        {
+            "name": "units",
+            "dataset": str(write_jsonl(tmp_path / "u.jsonl", rows)),
+            "messages_field": "messages",
+            "reference_field": "value",
+            "answer_regex": r"(\d+)",
+        }
+    )
+    train, evaluation = spec.load()
+    assert set(train.column_names) == {"messages", "reference"} and len(evaluation) == 2
+    assert train[0]["messages"][-1]["role"] == "assistant" and train[0]["reference"] == [
+        train[0]["messages"][-1]["content"].split()[0]]  # fmt: skip
+    assert spec.extract_answer("It is 120 minutes, or 7200 seconds") == "120"
+    assert spec.extract_answer("no number") == ""
+    assert spec.score(["180 minutes"], [{"reference": ["180"]}]) == 1.0
+
+
+def test_declared_multiple_choice_task_scores_by_loglikelihood(tmp_path):
+    rows = [{"q": f"{n} + 1 =", "options": [str(n + 1), str(n + 2)], "letter": "A"} for n in range(20)]
+    spec = task_from_dict({"name": "mc", "dataset": str(write_jsonl(tmp_path / "mc.jsonl", rows)),
+                           "prompt_template": "{q}\nA. {options[0]}\nB. {options[1]}\nAnswer:",
+                           "completion_template": " {letter}", "metric": "choice", "choices_field": "options",
+                           "choice_scoring": "loglikelihood"})  # fmt: skip
+    train, _ = spec.load()
+    for row in train:
+        n = int(row["prompt"].split(" + ")[0])
+        assert row["choices"] == [str(n + 1), str(n + 2)] and row["completion"] == " A" and row["reference"] == ["A"]
+    assert (spec.metric, spec.choice_scoring) == ("choice", "loglikelihood")
+
+
+@pytest.mark.parametrize(
+    "declaration, message",
+    [
+        (
+            {"name": "t", "dataset": "d.jsonl", "prompt_tempalte": "{q}"},
+            r"tasks\[1\] \('t'\): 'prompt_tempalte' is not a "
+            r"task key \(did you mean 'prompt_template'\?",
+        ),
+        ({"name": "t"}, r"tasks\[1\] \('t'\): 'dataset' is missing"),
+        ({"dataset": "org/data", "prompt_field": "q", "completion_field": "a"}, r"tasks\[1\]: 'name' is missing"),
+        (
+            {"name": "t", "dataset": "org/data", "completion_field": "a"},
+            r"'prompt_field' or prompt_template .*neither",
+        ),
+        (
+            {
+                "name": "t",
+                "dataset": "org/data",
+                "prompt_field": "q",
+                "prompt_template": "{q}",
+                "completion_field": "a",
+            },
+            r"give one of them, not both",
+        ),
+        (
+            {"name": "t", "dataset": "org/data", "messages_field": "m", "prompt_field": "q"},
+            r"'messages_field' makes chat",
+        ),
+        (
+            {"name": "t", "dataset": "org/data", "prompt_template": "{q", "completion_field": "a"},
+            r"'prompt_template' is not a format string",
+        ),
+        ({"name": "t", "dataset": "org/data", "prompt_template": "{} =", "completion_field": "a"}, r"positional"),
+        (
+            {"name": "t", "dataset": "org/data", "prompt_field": "q", "completion_field": "a", "metric": "accuracy"},
+            r"'metric' must be one of exact_match",
+        ),
+        (
+            {"name": "t", "dataset": "org/data", "prompt_field": "q", "completion_field": "a", "answer_regex": "(\\d"},
+            r"'answer_regex' is not a regular expression",
+        ),
+        (
+            {"name": "t", "dataset": "org/data", "prompt_field": "q", "completion_field": "a", "max_new_tokens": 0},
+            r"'max_new_tokens' must be an integer >= 1",
+        ),
+        (
+            {"name": "t", "dataset": "org/data", "prompt_field": "q", "completion_field": "a", "choices_field": "o"},
+            r"'choices_field' applies to metric 'choice'",
+        ),
+        (
+            {
+                "name": "t",
+                "dataset": "org/data",
+                "prompt_field": "q",
+                "completion_field": "a",
+                "metric": "choice",
+                "choice_scoring": "loglikelihood",
+            },
+            r"'choices_field' is missing",
+        ),
+        (
+            {"name": "t", "dataset": "missing.jsonl", "prompt_field": "q", "completion_field": "a"},
+            r"'dataset' names the file missing.jsonl, which does not exist",
+        ),
+        (
+            {"name": "a/b", "dataset": "org/data", "prompt_field": "q", "completion_field": "a"},
+            r"must not contain '/'",
+        ),
+    ],
+)
+def test_bad_declarations_name_the_task_and_the_key(declaration, message):
+    with pytest.raises(InputError, match=message):
+        get_sequence(["rg_addition", declaration])
+
+
+def test_declared_task_reading_a_missing_column_fails_when_its_rows_load(tmp_path):
+    data = write_jsonl(tmp_path / "capitals.jsonl", CAPITALS)
+    spec = task_from_dict({"name": "c", "dataset": str(data), "prompt_template": "Capital of {contry}?",
+                           "completion_field": "capital"})  # fmt: skip
+    with pytest.raises(InputError, match=r"task 'c': prompt_template reads the column 'contry', which its rows do not "
+                                         r"have \(they have \['country', 'capital', 'meta'\]\)"):  # fmt: skip
+        spec.load()
+
+
+def test_formatting_is_cached_for_data_read_from_files(tmp_path):
+    """datasets.map caches what it formats from a file: loading the task again formats nothing (the declared task's
+    formatter hashes the same in every run)."""
+    from datasets import enable_caching, is_caching_enabled
+
+    assert is_caching_enabled()
+    data = write_jsonl(tmp_path / "capitals.jsonl", CAPITALS * 10)
+    declaration = {"name": "c", "dataset": str(data), "prompt_field": "country", "completion_template": " {capital}"}
+    first, _ = task_from_dict(declaration).load()
+    again, _ = task_from_dict(dict(declaration)).load()
+    assert first.cache_files and again.cache_files[0]["filename"] in {f["filename"] for f in first.cache_files}
+    enable_caching()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,15 +1,22 @@
 """Tasks: specs (:class:`TaskSpec`, ``spec.py``), the paper's Hub tasks (``builtin.py``), offline tasks from
-installed packages (``offline.py``), generated letter-string tasks (``synthetic.py``), the answer extractors they
-share (``extract.py``) and the named sequences of the paper and the demo."""
+installed packages (``offline.py``), generated letter-string tasks (``synthetic.py``), tasks declared as data, e.g. in
+a YAML config (``declared.py``), the answer extractors they share (``extract.py``) and the named sequences of the
+paper and the demo."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from ..errors import InputError
 from .builtin import HUB_TASKS
+from .declared import TASK_KEYS, task_from_dict
 from .offline import OFFLINE_TASKS, make_offline_task
 from .spec import METRICS, TaskSpec, load_source
 from .synthetic import SYNTHETIC_TASKS, synthetic_task
+
+# A task as a sequence lists it: a built-in name, a spec, or a declaration (a mapping of TASK_KEYS).
+TaskLike = str | TaskSpec | Mapping[str, Any]
 
 # name -> zero-argument function building the spec (data is read only when the spec's `load` runs).
 BUILTIN_TASKS: dict[str, Callable[[], TaskSpec]] = {**HUB_TASKS, **OFFLINE_TASKS, **SYNTHETIC_TASKS}
@@ -38,30 +45,34 @@ SEQUENCES: dict[str, list[str]] = {
 SEQUENCE_PROBES: dict[str, str] = {"paper_3": "mmlu"}
 
 
-def get_task(task: str | TaskSpec) -> TaskSpec:
-    """A built-in task by name (see :data:`BUILTIN_TASKS`), or ``task`` itself if it is already a spec.
+def get_task(task: TaskLike, where: str = "task") -> TaskSpec:
+    """A built-in task by name (see :data:`BUILTIN_TASKS`), a declared task (a mapping of :data:`TASK_KEYS`, see
+    :func:`task_from_dict`), or ``task`` itself if it is already a spec.
 
     Raises:
-        `ValueError`: for an unknown name (the message lists the known ones).
+        `InputError`: an unknown name (the message lists the known ones), or a declaration with a bad key.
     """
     if isinstance(task, TaskSpec):
         return task
-    if task not in BUILTIN_TASKS:
-        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(sorted(BUILTIN_TASKS))}")
+    if isinstance(task, Mapping):
+        return task_from_dict(task, where)
+    if not isinstance(task, str) or task not in BUILTIN_TASKS:
+        raise InputError(f"{where}: unknown task {task!r}; known tasks: {', '.join(sorted(BUILTIN_TASKS))} (or "
+                         "declare your own: a mapping with name, dataset, ...)")  # fmt: skip
     return BUILTIN_TASKS[task]()
 
 
-def get_sequence(tasks: str | TaskSpec | Sequence[str | TaskSpec]) -> list[TaskSpec]:
-    """Specs for a sequence name (see :data:`SEQUENCES`), a single task, or a list of task names and specs (a list
-    holding one sequence name is that sequence)."""
+def get_sequence(tasks: TaskLike | Sequence[TaskLike]) -> list[TaskSpec]:
+    """Specs for a sequence name (see :data:`SEQUENCES`), a single task, or a list of task names, specs and
+    declarations (a list holding one sequence name is that sequence)."""
     if isinstance(tasks, str) and tasks in SEQUENCES:
         return [get_task(name) for name in SEQUENCES[tasks]]
-    if isinstance(tasks, (str, TaskSpec)):
-        return [get_task(tasks)]
+    if isinstance(tasks, (str, TaskSpec, Mapping)):
+        return [get_task(tasks, "tasks[0]")]
     tasks = list(tasks)
     if len(tasks) == 1 and isinstance(tasks[0], str) and tasks[0] in SEQUENCES:
         return get_sequence(tasks[0])
-    return [get_task(t) for t in tasks]
+    return [get_task(t, f"tasks[{k}]") for k, t in enumerate(tasks)]
 
 
 __all__ = [
@@ -69,10 +80,13 @@ __all__ = [
     "METRICS",
     "SEQUENCES",
     "SEQUENCE_PROBES",
+    "TASK_KEYS",
+    "TaskLike",
     "TaskSpec",
     "get_sequence",
     "get_task",
     "load_source",
     "make_offline_task",
     "synthetic_task",
+    "task_from_dict",
 ]

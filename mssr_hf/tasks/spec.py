@@ -4,36 +4,69 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from datasets import Dataset, DatasetDict, load_dataset, load_from_disk
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from .. import scoring
+from ..errors import InputError, MissingFileError
 
 METRICS = ("exact_match", "squad_f1", "bleu", "rouge_l", "choice")
-_FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+# Formatting and fitting use dataset_num_proc processes only for at least this many rows per process: below that,
+# starting the processes costs more than they save.
+MIN_ROWS_PER_PROCESS = 2000
 
-Source = str | os.PathLike | Dataset | DatasetDict | Callable[[], Dataset | DatasetDict]
+Source = str | os.PathLike | Mapping[str, str] | Dataset | DatasetDict | Callable[[], Dataset | DatasetDict]
 
 
 def load_source(source: Source, subset: str | None = None) -> Dataset | DatasetDict:
     """Raw rows from a ``datasets.Dataset``/``DatasetDict``, a callable returning one, a ``save_to_disk`` folder,
-    a local JSON/JSONL/CSV/Parquet file, or a Hub dataset id (with optional ``subset``)."""
+    a local JSON/JSONL/CSV/Parquet file, a mapping of split names to such files, or a Hub dataset id (with optional
+    ``subset``)."""
     if isinstance(source, (Dataset, DatasetDict)):
         return source
+    if isinstance(source, Mapping):
+        paths = {split: Path(file) for split, file in source.items()}
+        for path in paths.values():
+            if not path.is_file():
+                raise MissingFileError(f"task data file {path} does not exist")
+        builder = FILE_FORMATS[next(iter(paths.values())).suffix]
+        return load_dataset(builder, data_files={split: str(path) for split, path in paths.items()})
     if callable(source):
         return source()
     path = Path(source)
     if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists()):
         return load_from_disk(str(path))
-    if path.suffix in _FILE_FORMATS:
+    if path.suffix in FILE_FORMATS:
         if not path.is_file():
-            raise FileNotFoundError(f"task data file {path} does not exist")
-        return load_dataset(_FILE_FORMATS[path.suffix], data_files=str(path))
+            raise MissingFileError(f"task data file {path} does not exist")
+        return load_dataset(FILE_FORMATS[path.suffix], data_files=str(path))
     return load_dataset(str(source), subset)
+
+
+def hub_dataset_id(source: Source) -> str | None:
+    """The Hub dataset id ``source`` names, or None for a local file or folder, a mapping of files, a dataset or a
+    callable (what a model card may list under ``datasets``)."""
+    if not isinstance(source, str) or Path(source).exists() or Path(source).suffix in FILE_FORMATS:
+        return None
+    try:
+        validate_repo_id(source)
+    except HFValidationError:
+        return None
+    return source
+
+
+def num_proc_for(rows: int, requested: int | None) -> int | None:
+    """``requested`` processes (``dataset_num_proc``) for ``rows`` rows, or None (one process) when there are fewer
+    than :data:`MIN_ROWS_PER_PROCESS` rows for each."""
+    if requested is None or requested <= 1 or rows < MIN_ROWS_PER_PROCESS * requested:
+        return None
+    return requested
 
 
 def identity(text: str) -> str:
@@ -61,6 +94,13 @@ class TaskSpec:
         choice_scoring (`str`, *optional*, defaults to `"generate"`): for the `choice` metric, `generate` (the letter
             the model writes) or `loglikelihood` (the letter it finds most likely after the prompt).
         description (`str`, *optional*): one line for model cards.
+        metadata (`dict`, *optional*): anything else about the task (a declared task keeps its declaration here,
+            under ``"declaration"``: :mod:`mssr_hf.tasks.declared`).
+        columns (`dict[str, str]`, *optional*): columns the raw rows must have, each with what reads it; checked
+            before formatting, so that a missing one is named at once.
+
+    ``to_example`` may also give ``{"messages": [...], "reference": ...}`` (chat rows, the last message the answer)
+    instead of a prompt and a completion.
     """
 
     name: str
@@ -76,35 +116,39 @@ class TaskSpec:
     choice_scoring: str = "generate"
     description: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
-            raise ValueError(f"TaskSpec {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
+            raise InputError(f"TaskSpec {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
         if self.choice_scoring not in ("generate", "loglikelihood"):
-            raise ValueError(f"TaskSpec {self.name!r}: choice_scoring must be 'generate' or 'loglikelihood'")
+            raise InputError(f"TaskSpec {self.name!r}: choice_scoring must be 'generate' or 'loglikelihood'")
         if not self.name or "/" in self.name:
-            raise ValueError(f"TaskSpec name must be a non-empty string without '/', got {self.name!r}")
+            raise InputError(f"TaskSpec name must be a non-empty string without '/', got {self.name!r}")
 
     def load(
-        self, max_train: int | None = None, max_eval: int | None = None, seed: int = 42
+        self, max_train: int | None = None, max_eval: int | None = None, seed: int = 42, num_proc: int | None = None
     ) -> tuple[Dataset | None, Dataset]:
         """Formatted ``(train, eval)`` datasets: columns ``prompt``, ``completion``, ``reference`` (and ``choices``),
-        or ``messages`` + ``reference`` when ``chat``. Without an evaluation split, the usable rows are split 95/5
-        with ``seed`` 42 as in the paper (App. C)."""
+        or ``messages`` + ``reference`` for chat rows. Without an evaluation split, the usable rows are split 95/5
+        with ``seed`` 42 as in the paper (App. C). Rows are formatted with ``datasets.map`` (cached for data read
+        from files), in ``num_proc`` processes for large datasets (:func:`num_proc_for`)."""
         raw = load_source(self.source, self.subset)
         if isinstance(raw, DatasetDict):
             if self.train_split not in raw:
-                raise ValueError(f"task {self.name!r}: no split {self.train_split!r} (has {list(raw)})")
+                raise InputError(f"task {self.name!r}: no split {self.train_split!r} (has {list(raw)})")
+            if self.eval_split is not None and self.eval_split not in raw:
+                raise InputError(f"task {self.name!r}: no split {self.eval_split!r} (has {list(raw)})")
             train, evaluation = raw[self.train_split], raw[self.eval_split] if self.eval_split else None
         else:
             train, evaluation = raw, None
         # Format first (rows a task does not use, e.g. another MATH level, are dropped), then split what is left.
-        train = self._format(train)
+        train = self._format(train, num_proc)
         if evaluation is None:
             parts = train.train_test_split(test_size=0.05, seed=seed)
             train, evaluation = parts["train"], parts["test"]
         else:
-            evaluation = self._format(evaluation)
+            evaluation = self._format(evaluation, num_proc)
         if max_train is not None:
             train = train.select(range(min(max_train, len(train))))
         if max_eval is not None:
@@ -112,48 +156,61 @@ class TaskSpec:
         # max_train=0 asks for the evaluation rows only (e.g. a probe task that is never trained).
         return (train if len(train) else None), evaluation
 
-    def _format(self, rows: Dataset) -> Dataset:
-        examples = [e for e in (self._example(row, rows.column_names) for row in rows) if e is not None]
-        empty = sum(not str(e["completion"]).strip() for e in examples)
+    def _format(self, rows: Dataset, num_proc: int | None = None) -> Dataset:
+        columns = rows.column_names
+        missing = {column: reader for column, reader in self.columns.items() if column not in columns}
+        if missing:
+            column, reader = next(iter(missing.items()))
+            raise InputError(f"task {self.name!r}: {reader} reads the column {column!r}, which its rows do not have "
+                             f"(they have {columns})")  # fmt: skip
+        keys = self._example_keys(rows)
+        # Rows to_example leaves out (None) are dropped in the same batched pass; the chat form is built after.
+        formatted = rows.map(
+            _FormatBatch(self.name, self.to_example, columns, keys), batched=True, remove_columns=columns,
+            num_proc=num_proc_for(len(rows), num_proc), desc=f"Formatting {self.name}",
+        )  # fmt: skip
+        answer = "messages" if "messages" in keys else "completion"
+        usable = formatted.filter(_has_answer, input_columns=[answer], num_proc=num_proc_for(len(formatted), num_proc))
+        empty = len(formatted) - len(usable)
         if empty:
             warnings.warn(f"task {self.name!r}: {empty} of {len(rows)} rows have an empty completion and are left out",
                           stacklevel=3)  # fmt: skip
-        examples = [e for e in examples if str(e["completion"]).strip()]
-        if not examples:
-            raise ValueError(f"task {self.name!r}: no usable rows after formatting")
-        if self.chat:
-            examples = [
-                {
-                    "messages": [
-                        {"role": "user", "content": e["prompt"]},
-                        {"role": "assistant", "content": e["completion"]},
-                    ],
-                    **{k: v for k, v in e.items() if k not in ("prompt", "completion")},
-                }
-                for e in examples
-            ]
-        for e in examples:
-            if isinstance(e.get("reference"), str):
-                e["reference"] = [e["reference"]]
-        return Dataset.from_list(examples)
+        if not len(usable):
+            raise InputError(f"task {self.name!r}: no usable rows after formatting")
+        if self.chat and "messages" not in keys:
+            usable = usable.map(_as_messages, remove_columns=["prompt", "completion"], desc=f"Chat rows {self.name}")
+            usable = usable.select_columns(["messages", *(k for k in usable.column_names if k != "messages")])
+        return usable
+
+    def _example_keys(self, rows: Dataset) -> list[str]:
+        """The keys of the examples ``to_example`` makes (those of the first row it does not leave out)."""
+        columns = rows.column_names
+        for row in rows:
+            example = self._example(row, columns)
+            if example is not None:
+                return list(example)
+        raise InputError(f"task {self.name!r}: no usable rows after formatting")
 
     def _example(self, row: dict, columns: list[str]) -> dict | None:
         """``to_example(row)``, with a missing column or field told in one line naming the task."""
         try:
             example = self.to_example(row)
         except KeyError as error:
-            raise ValueError(
+            raise InputError(
                 f"task {self.name!r}: its rows have no column {error.args[0]!r}, which its to_example reads (the rows "
                 f"have {columns})"
             ) from error
         if example is None:
             return None
-        missing = [key for key in ("prompt", "completion", "reference") if key not in example]
+        shape = ("messages", "reference") if "messages" in example else ("prompt", "completion", "reference")
+        missing = [key for key in shape if key not in example]
         if missing:
-            raise ValueError(
+            raise InputError(
                 f"task {self.name!r}: to_example gave a row without {missing} (it has {sorted(example)}); each row "
-                "needs prompt, completion and reference"
+                "needs prompt, completion and reference (or messages and reference)"
             )
+        if "messages" in example and (not example["messages"] or example["messages"][-1]["role"] != "assistant"):
+            raise InputError(f"task {self.name!r}: chat rows must end with the assistant's message, the answer")
         return example
 
     def score(self, predictions: Sequence[str], examples: Sequence[dict]) -> float:
@@ -176,6 +233,50 @@ class TaskSpec:
         return scoring.choice_accuracy(answers, [ref[0] for ref in refs], choices if all(choices) else None)
 
 
+@dataclass(frozen=True)
+class _FormatBatch:
+    """``to_example`` over a batch of raw rows: the examples it does not leave out, references as lists of strings.
+    A frozen dataclass, so that ``datasets`` can hash it and cache the result."""
+
+    task: str
+    to_example: Callable[[dict], dict | None]
+    columns: list[str]
+    keys: list[str]
+
+    def __call__(self, batch: dict[str, list]) -> dict[str, list]:
+        out: dict[str, list] = {key: [] for key in self.keys}
+        for i in range(len(batch[self.columns[0]]) if self.columns else 0):
+            row = {column: batch[column][i] for column in self.columns}
+            try:
+                example = self.to_example(row)
+            except KeyError as error:
+                raise InputError(f"task {self.task!r}: its rows have no column {error.args[0]!r}, which its "
+                                 f"to_example reads (the rows have {self.columns})") from error  # fmt: skip
+            if example is None:
+                continue
+            if sorted(example) != sorted(self.keys):
+                raise InputError(f"task {self.task!r}: to_example gives rows with different keys ({sorted(example)} "
+                                 f"and {sorted(self.keys)}); give every row the same keys")  # fmt: skip
+            reference = example["reference"]
+            example["reference"] = [str(r) for r in reference] if isinstance(reference, (list, tuple)) else [
+                str(reference)]  # fmt: skip
+            for key in self.keys:
+                out[key].append(example[key])
+        return out
+
+
+def _has_answer(answer) -> bool:
+    """Whether a formatted row has something to learn: a completion, or a last (assistant) message, not blank."""
+    text = answer[-1]["content"] if isinstance(answer, list) else answer
+    return bool(str(text).strip())
+
+
+def _as_messages(row: dict) -> dict:
+    return {
+        "messages": [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["completion"]}]
+    }
+
+
 def cut_middle(tokens: list[int], keep: int) -> list[int]:
     """``keep`` tokens of ``tokens``: its start and its end, the middle dropped."""
     if keep <= 0:
@@ -186,13 +287,15 @@ def cut_middle(tokens: list[int], keep: int) -> list[int]:
     return tokens[:head] + tokens[len(tokens) - (keep - head) :]
 
 
-def truncate_keeping_answer(rows: Dataset, tokenizer, max_length: int, answer_tokens: int = 64) -> Dataset:
+def truncate_keeping_answer(
+    rows: Dataset, tokenizer, max_length: int, answer_tokens: int = 64, num_proc: int | None = None
+) -> Dataset:
     """Fit prompt/completion rows into ``max_length`` tokens the paper's way (App. C: "prioritize preserving the prompt
     and the final answer segment"): if the prompt fits, the completion keeps its last ``answer_tokens`` tokens (the
     final answer) and loses its middle; otherwise the prompt loses its middle, keeping its start (instructions,
     context) and its end (the question), and the completion is kept whole (or its last ``answer_tokens`` tokens if
     it is longer than half of ``max_length``). Rows that fit are unchanged; chat rows (``messages``) are left as
-    they are.
+    they are. Batched ``datasets.map`` (``num_proc`` processes for large datasets, :func:`num_proc_for`).
 
     Without this, SFT truncation keeps the start of a sequence and drops the final answer of a long solution.
     """
@@ -200,11 +303,9 @@ def truncate_keeping_answer(rows: Dataset, tokenizer, max_length: int, answer_to
         return rows
     budget = max_length - 1  # room for the EOS token the SFT trainer appends
 
-    def fit(row: dict) -> dict:
-        prompt = tokenizer(row["prompt"], add_special_tokens=False)["input_ids"]
-        completion = tokenizer(row["completion"], add_special_tokens=False)["input_ids"]
+    def fit(prompt: list[int], completion: list[int]) -> tuple[list[int], list[int]] | None:
         if len(prompt) + len(completion) <= budget:
-            return row
+            return None
         tail = completion[-min(answer_tokens, len(completion), budget) :]
         if len(prompt) + len(tail) <= budget:  # the prompt fits: the completion loses its middle
             head_room = budget - len(prompt) - len(tail)
@@ -213,6 +314,17 @@ def truncate_keeping_answer(rows: Dataset, tokenizer, max_length: int, answer_to
             if len(completion) > budget // 2:
                 completion = tail
             prompt = cut_middle(prompt, budget - len(completion))
-        return {**row, "prompt": tokenizer.decode(prompt), "completion": tokenizer.decode(completion)}
+        return prompt, completion
 
-    return rows.map(fit, desc="Fitting long examples (keeping the prompt and the final answer)")
+    def fit_batch(batch: dict[str, list]) -> dict[str, list]:
+        prompts = tokenizer(batch["prompt"], add_special_tokens=False)["input_ids"]
+        completions = tokenizer(batch["completion"], add_special_tokens=False)["input_ids"]
+        out = {"prompt": list(batch["prompt"]), "completion": list(batch["completion"])}
+        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+            fitted = fit(prompt, completion)
+            if fitted is not None:
+                out["prompt"][i], out["completion"][i] = tokenizer.decode(fitted[0]), tokenizer.decode(fitted[1])
+        return out
+
+    return rows.map(fit_batch, batched=True, num_proc=num_proc_for(len(rows), num_proc),
+                    desc="Fitting long examples (keeping the prompt and the final answer)")  # fmt: skip
