@@ -47,6 +47,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import SFTTrainer
 
 from . import log_keys
+from .errors import InputError
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .sampler import MixedReplaySampler
@@ -124,26 +125,26 @@ def read_checkpoint(checkpoint: str | os.PathLike) -> tuple[dict[str, Any], dict
     marker = path / COMPLETE_NAME
     if not marker.is_file():
         if not has_state(path, STATE_NAME):
-            raise ValueError(
+            raise InputError(
                 f"{path} holds no {STATE_NAME} files: it was not written by MSSRTrainer, or its save was interrupted"
             )
-        raise ValueError(f"{path} has no {COMPLETE_NAME} (written last): its save was interrupted")
+        raise InputError(f"{path} has no {COMPLETE_NAME} (written last): its save was interrupted")
     try:
         sizes = json.loads(marker.read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{marker} cannot be read: {type(error).__name__}: {error}") from error
+        raise InputError(f"{marker} cannot be read: {type(error).__name__}: {error}") from error
     problem = size_problem(path, sizes)
     if problem is not None:
-        raise ValueError(problem)
+        raise InputError(problem)
     trainer_state_file = path / TRAINER_STATE_NAME
     try:
         trainer_state = json.loads(trainer_state_file.read_text())
     except (OSError, ValueError) as error:
-        raise ValueError(f"{trainer_state_file} cannot be read: {type(error).__name__}: {error}") from error
+        raise InputError(f"{trainer_state_file} cannot be read: {type(error).__name__}: {error}") from error
     state = load_state(path, STATE_NAME)
     missing = [key for key in REPLAY_STATE_KEYS if key not in state]
     if missing:
-        raise ValueError(f"{path / STATE_NAME}.json lacks {missing}: it is not a complete MSSRTrainer replay state")
+        raise InputError(f"{path / STATE_NAME}.json lacks {missing}: it is not a complete MSSRTrainer replay state")
     return state, trainer_state
 
 
@@ -167,15 +168,47 @@ def _with_ids(dataset: Dataset, column: str, start: int) -> Dataset:
     return dataset.add_column(column, list(range(start, start + len(dataset))))
 
 
+def _ids(dataset: Dataset, column: str) -> torch.Tensor:
+    """The ``column`` of ``dataset`` as a tensor, read through numpy (a bank may hold millions of rows).
+
+    Raises:
+        `InputError`: the column does not hold non-negative integers.
+    """
+    values = dataset.select_columns([column]).with_format("arrow")[:][column].to_numpy()  # one read, not row by row
+    if values.size and (values.dtype.kind not in "iu" or values.min() < 0):
+        raise InputError(f"{column!r} must hold non-negative integers")
+    return torch.tensor(values, dtype=torch.int64)  # a copy: arrow hands out a read-only array
+
+
+def _check_sft_columns(name: str, dataset: Dataset, args: MSSRConfig) -> None:
+    """``dataset`` must be in a format SFT trains on."""
+    kinds = (["input_ids"], [args.dataset_text_field], ["messages"], ["prompt", "completion"])
+    if not any(all(c in dataset.column_names for c in kind) for kind in kinds):
+        raise InputError(
+            f"{name} has the columns {dataset.column_names}; SFT needs 'prompt' and 'completion', 'messages', "
+            f"{args.dataset_text_field!r} (dataset_text_field) or 'input_ids'"
+        )
+
+
+def is_prepared(dataset: Dataset) -> bool:
+    """Whether ``dataset`` holds tokenized training rows (``input_ids`` and ``labels``), as
+    :meth:`MSSRTrainer.next_replay_dataset` returns them: a trainer uses them as they are."""
+    return {"input_ids", "labels"} <= set(dataset.column_names)
+
+
 class MSSRTrainer(SFTTrainer):
     """`trl.SFTTrainer` that replays earlier tasks' samples with MSSR (or a baseline strategy).
 
     Args:
         model, args, data_collator, train_dataset, eval_dataset, processing_class, **kwargs:
             as for [`~trl.SFTTrainer`]; ``args`` is an [`MSSRConfig`] and ``train_dataset`` the current task.
-        replay_dataset (`datasets.Dataset`, *optional*): the earlier tasks' samples (the replay bank), with the same
-            columns as ``train_dataset``. Required unless ``replay_strategy="none"``.
-        memory (`SampleMemory`, *optional*): the sample memory to carry across stages. When given, both datasets
+        replay_dataset (`datasets.Dataset` or a list of them, *optional*): the earlier tasks' samples (the replay
+            bank). Each dataset holds raw rows in a format SFT takes (prompt/completion, messages, text), which this
+            trainer tokenizes exactly as it tokenizes ``train_dataset``, or rows already tokenized (``input_ids`` and
+            ``labels``, fitted to ``max_length``), which it uses as they are: the bank of the next stage
+            (:meth:`next_replay_dataset`) is such a dataset, so a sequence tokenizes each task once. Required unless
+            ``replay_strategy="none"``.
+        memory (`SampleMemory`, *optional*): the sample memory to carry across stages. When given, every dataset
             must carry ``args.replay_id_column`` with the samples' ids in that memory; otherwise ids are assigned
             (bank ``0..B-1``, task ``B..B+N-1``) and a memory is created from ``args``.
         strategy (`ReplayStrategy`, *optional*): a strategy object to use instead of ``args.replay_strategy``.
@@ -188,6 +221,9 @@ class MSSRTrainer(SFTTrainer):
             ``trainer.exposure_listeners`` (append more there). Their time is not counted as bookkeeping.
 
     Attributes:
+        task_dataset (`datasets.Dataset`): the current task's rows as trained: tokenized, with their ids (the columns
+            the model and the collator take).
+        replay_dataset (`datasets.Dataset` or None): the bank's rows, likewise.
         counters (`dict`): ``replayed_samples``, ``replay_steps``; ``probe_seconds`` and ``eval_seconds`` (the extra
             forwards of the ``loss`` and ``accuracy`` baselines); ``bookkeeping_seconds``: time in MSSRTrainer's own
             work (gather + observe/review of each micro-batch's losses, planning, buffer refreshes, hazard updates,
@@ -203,7 +239,7 @@ class MSSRTrainer(SFTTrainer):
         eval_dataset=None,
         processing_class=None,
         *,
-        replay_dataset: Dataset | None = None,
+        replay_dataset: Dataset | Sequence[Dataset] | None = None,
         memory: SampleMemory | None = None,
         strategy: ReplayStrategy | None = None,
         evaluate_fn: Callable[[Any], Mapping[str, float]] | None = None,
@@ -215,18 +251,17 @@ class MSSRTrainer(SFTTrainer):
         if not isinstance(args, MSSRConfig):
             raise TypeError(f"MSSRTrainer needs an MSSRConfig as `args`, got {type(args).__name__}")
         self.strategy = strategy if strategy is not None else strategy_from_config(args)
-        train_dataset, replay_dataset, num_ids = self._check_datasets(args, train_dataset, replay_dataset, memory)
+        train_dataset, bank_parts, num_ids = self._check_datasets(args, train_dataset, replay_dataset, memory)
         if self.strategy.eval_interval and evaluate_fn is None:
-            raise ValueError(
+            raise InputError(
                 f"replay strategy {self.strategy.name!r} evaluates earlier tasks: pass evaluate_fn=callable(model) "
                 "returning {task: score}"
             )
-        if self.strategy.probe_interval and replay_dataset is None:
-            raise ValueError(
+        if self.strategy.probe_interval and not bank_parts:
+            raise InputError(
                 f"replay strategy {self.strategy.name!r} probes buffer samples and needs a replay_dataset"
             )
-        combined = train_dataset if replay_dataset is None else concatenate_datasets([train_dataset, replay_dataset])
-        super().__init__(model, args, data_collator, combined, eval_dataset, processing_class, **kwargs)
+        super().__init__(model, args, data_collator, train_dataset, eval_dataset, processing_class, **kwargs)
         self.data_collator = _IdCollator(self.data_collator, args.replay_id_column)
         self.evaluate_fn = evaluate_fn
         self.exposure_listeners = list(exposure_listeners or [])
@@ -235,15 +270,20 @@ class MSSRTrainer(SFTTrainer):
             self.memory.extend(num_ids - len(self.memory), step=self.memory.clock)
         self.step_offset = self.memory.clock
 
-        # Rows of the prepared dataset (trl may drop rows with no trainable token): which are task, which bank.
-        row_ids = torch.tensor(list(self.train_dataset[args.replay_id_column]), dtype=torch.int64)
-        is_task = torch.isin(row_ids, torch.tensor(list(train_dataset[args.replay_id_column]), dtype=torch.int64))
-        self.task_rows = torch.nonzero(is_task).flatten()
-        self.bank_ids = row_ids[~is_task]
+        # The parent tokenized the task's rows (and may have dropped rows with no trainable token); the bank's raw
+        # parts are tokenized here the same way, the tokenized ones are taken as they are. Rows: task, then bank.
+        self.task_dataset = self._training_columns(self.train_dataset)
+        bank = [self._training_columns(self._prepared(part)) for part in bank_parts]
+        self.replay_dataset = concatenate_datasets(bank) if len(bank) > 1 else (bank[0] if bank else None)
+        if self.replay_dataset is not None:
+            self.train_dataset = concatenate_datasets([self.task_dataset, self.replay_dataset])
+        if len(self.task_dataset) == 0:
+            raise InputError("train_dataset has no row with a trainable token after tokenisation and truncation")
+        row_ids = _ids(self.train_dataset, args.replay_id_column)
+        self.task_rows = torch.arange(len(self.task_dataset))
+        self.bank_ids = row_ids[len(self.task_dataset) :]
         self.row_of_id = torch.full((num_ids,), -1, dtype=torch.int64)
         self.row_of_id[row_ids] = torch.arange(row_ids.numel())
-        if self.task_rows.numel() == 0:
-            raise ValueError("train_dataset has no row with a trainable token after tokenisation and truncation")
 
         self.generator = torch.Generator().manual_seed(args.resolved_replay_seed())
         self.buffer = self.bank_ids[:0]
@@ -262,72 +302,86 @@ class MSSRTrainer(SFTTrainer):
 
     @staticmethod
     def _check_datasets(args, train_dataset, replay_dataset, memory):
-        """Validate the task and bank datasets and give them ids; returns (task, bank or None, number of ids)."""
+        """Validate the task and bank datasets and give them ids; returns (task, the bank's non-empty parts, number
+        of ids)."""
         col = args.replay_id_column
         if not isinstance(train_dataset, Dataset):
-            raise ValueError(
+            raise InputError(
                 f"train_dataset must be a datasets.Dataset (map-style), got {type(train_dataset).__name__}; "
                 "streaming datasets cannot be indexed by a replay sampler"
             )
         if len(train_dataset) == 0:
-            raise ValueError("train_dataset is empty: give the current task's rows")
-        kinds = (["input_ids"], [args.dataset_text_field], ["messages"], ["prompt", "completion"])
-        if not any(all(c in train_dataset.column_names for c in kind) for kind in kinds):
-            raise ValueError(
-                f"train_dataset has the columns {train_dataset.column_names}; SFT needs 'prompt' and 'completion', "
-                f"'messages', {args.dataset_text_field!r} (dataset_text_field) or 'input_ids'"
-            )
+            raise InputError("train_dataset is empty: give the current task's rows")
+        _check_sft_columns("train_dataset", train_dataset, args)
         if "completion" in train_dataset.column_names:
-            empty = sum(isinstance(c, str) and not c.strip() for c in train_dataset["completion"])
+            empty = sum(isinstance(c, str) and not c.strip() for c in train_dataset["completion"][:])
             if empty:
                 warnings.warn(
                     f"{empty} of {len(train_dataset)} train_dataset rows have an empty completion: on them the model "
                     "learns to end its answer right after the prompt",
                     stacklevel=3,
                 )
-        if replay_dataset is not None and not isinstance(replay_dataset, Dataset):
-            raise ValueError(f"replay_dataset must be a datasets.Dataset, got {type(replay_dataset).__name__}")
-        if replay_dataset is not None and len(replay_dataset) == 0:
-            replay_dataset = None
-        if args.replay_strategy != "none" and replay_dataset is None:
-            raise ValueError(
+        parts = [] if replay_dataset is None else [replay_dataset] if isinstance(replay_dataset, Dataset) else list(
+            replay_dataset)  # fmt: skip
+        for part in parts:
+            if not isinstance(part, Dataset):
+                raise InputError(
+                    f"replay_dataset must be a datasets.Dataset or a list of them, got {type(part).__name__}"
+                )
+            if not is_prepared(part):
+                _check_sft_columns("replay_dataset", part, args)
+        parts = [part for part in parts if len(part)]
+        if args.replay_strategy != "none" and not parts:
+            raise InputError(
                 f"replay_strategy={args.replay_strategy!r} needs a non-empty replay_dataset (the earlier tasks' "
                 "samples); for the first task of a sequence use replay_strategy='none'"
             )
-        if replay_dataset is not None:
-            task_cols, bank_cols = set(train_dataset.column_names), set(replay_dataset.column_names)
-            only_task, only_bank = sorted(task_cols - bank_cols - {col}), sorted(bank_cols - task_cols - {col})
-            if only_task or only_bank:
-                raise ValueError(
-                    "replay_dataset must have the same columns as train_dataset: only in train_dataset "
-                    f"{only_task}, only in replay_dataset {only_bank}"
-                )
-        datasets = [d for d in (replay_dataset, train_dataset) if d is not None]
+        datasets = [*parts, train_dataset]
         with_ids = [col in d.column_names for d in datasets]
         if memory is not None and not all(with_ids):
-            raise ValueError(
+            raise InputError(
                 f"a SampleMemory was passed, so every sample needs its memory id: add a {col!r} column to "
                 "train_dataset and replay_dataset (ContinualRunner does this), or pass no memory"
             )
         if any(with_ids) and not all(with_ids):
-            raise ValueError(f"{col!r} is in one dataset but missing from the other: give ids to both or neither")
+            raise InputError(f"{col!r} is in one dataset but missing from the other: give ids to both or neither")
         if not any(with_ids):
-            bank_size = 0 if replay_dataset is None else len(replay_dataset)
-            if replay_dataset is not None:
-                replay_dataset = _with_ids(replay_dataset, col, 0)
-            train_dataset = _with_ids(train_dataset, col, bank_size)
-        ids = [i for d in (replay_dataset, train_dataset) if d is not None for i in d[col]]
-        if any(not isinstance(i, int) or i < 0 for i in ids):
-            raise ValueError(f"{col!r} must hold non-negative integers")
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"{col!r} values must be unique across train_dataset and replay_dataset")
-        num_ids = max(ids) + 1 if ids else 0
+            start = 0
+            for k, part in enumerate(parts):
+                parts[k], start = _with_ids(part, col, start), start + len(part)
+            train_dataset = _with_ids(train_dataset, col, start)
+        ids = torch.cat([_ids(d, col) for d in (*parts, train_dataset)])
+        if torch.unique(ids).numel() != ids.numel():
+            raise InputError(f"{col!r} values must be unique across train_dataset and replay_dataset")
+        num_ids = int(ids.max()) + 1
         # New task ids beyond the memory are added to it; bank ids must already be tracked.
-        if memory is not None and replay_dataset is not None and max(replay_dataset[col]) >= len(memory):
-            raise ValueError(f"replay_dataset has {col!r} values beyond the memory's {len(memory)} samples")
-        return train_dataset, replay_dataset, num_ids
+        bank_size = sum(len(part) for part in parts)
+        if memory is not None and bank_size and int(ids[:bank_size].max()) >= len(memory):
+            raise InputError(f"replay_dataset has {col!r} values beyond the memory's {len(memory)} samples")
+        return train_dataset, parts, num_ids
 
     # ------------------------------------------------------------------ data
+
+    def _prepared(self, dataset: Dataset) -> Dataset:
+        """``dataset`` tokenized, labelled and fitted to ``max_length`` by the parent's own preparation, exactly as the
+        task's rows were (taken as it is when it already is, or when the parent skips preparation)."""
+        if is_prepared(dataset) or self._skip_prepare_dataset:
+            return dataset
+        return self._prepare_dataset(dataset, self.processing_class, self.args, self.args.packing,
+                                     self._formatting_func, "replay")  # fmt: skip
+
+    def _training_columns(self, dataset: Dataset) -> Dataset:
+        """The columns of ``dataset`` that the model and the collator take (and the id column): what the dataloader
+        keeps of a row anyway, and all that a bank needs, so that tasks with other columns share one bank."""
+        self._set_signature_columns_if_needed()
+        return dataset.select_columns([c for c in dataset.column_names if c in self._signature_columns])
+
+    def next_replay_dataset(self) -> Dataset:
+        """The replay bank of the next stage: this stage's bank and task rows, tokenized (pass it as the next
+        trainer's ``replay_dataset``; it is not tokenized again)."""
+        if self.replay_dataset is None:
+            return self.task_dataset
+        return concatenate_datasets([self.replay_dataset, self.task_dataset])
 
     def _set_signature_columns_if_needed(self):
         # Keep the id column when HF drops columns the model's forward does not take.
@@ -591,7 +645,7 @@ class MSSRTrainer(SFTTrainer):
             if path is True:
                 path, skipped = last_complete_checkpoint(self.args.output_dir)
                 if path is None:
-                    raise ValueError(
+                    raise InputError(
                         f"resume_from_checkpoint=True but {self.args.output_dir} holds no complete checkpoint"
                         + "".join(f"; {reason}" for reason in skipped)
                     )

@@ -9,10 +9,11 @@ import re
 import pytest
 import torch
 from conftest import arithmetic_rows, make_memory
-from datasets import Dataset
+from datasets import Dataset, concatenate_datasets
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig, SFTTrainer
 
+from mssr_hf.errors import InputError
 from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
 from mssr_hf.mssr_trainer import (
     COMPLETE_NAME,
@@ -337,6 +338,49 @@ def test_resume_with_another_batch_layout_or_seed_is_refused(tiny_model_dir, tmp
         assert recorder.calls == []  # refused before any step
 
 
+def _with_ids(rows: list[dict], start: int) -> Dataset:
+    return Dataset.from_list([{**row, "mssr_id": start + k} for k, row in enumerate(rows)])
+
+
+def test_a_bank_tokenized_stage_by_stage_trains_as_one_tokenized_whole(tiny_model_dir, tmp_path):
+    """Tokenize-once keeps results: the third stage of a sequence, its bank built by the earlier stages' trainers
+    (next_replay_dataset), trains on the rows SFTTrainer makes of task + raw bank in one go (token ids, labels, ids,
+    order, the over-long rows dropped), and takes the same steps as a trainer that tokenizes the raw bank itself, as
+    MSSRTrainer did before (replayed ids and per-sample losses at every step, per-step losses)."""
+    long = {"prompt": "1 + 1 = " * 20, "completion": " 2"}  # longer than max_length=32: trl drops it
+    task1 = _with_ids(arithmetic_rows(20, "+", seed=1) + [long], 0)
+    task2 = _with_ids(arithmetic_rows(20, "-", seed=2), 21)
+    task3 = _with_ids([long] + arithmetic_rows(24, "*", seed=3), 41)
+    replay = dict(replay_strategy="fixed", replay_fixed_interval=1, replay_lambda0=0.5, replay_buffer_size=8)
+    model, tok = load(tiny_model_dir)
+    stage1 = MSSRTrainer(model, config(tmp_path, max_steps=1, replay_strategy="none"), train_dataset=task1,
+                         processing_class=tok)  # fmt: skip
+    stage2 = MSSRTrainer(model, config(tmp_path, max_steps=1, **replay), train_dataset=task2,
+                         replay_dataset=stage1.next_replay_dataset(), processing_class=tok)  # fmt: skip
+    bank = stage2.next_replay_dataset()
+    assert sorted(bank.column_names) == ["input_ids", "labels", "mssr_id"] and len(bank) == 40  # the long row dropped
+
+    trained = {}
+    for flow, replay_dataset in (("tokenized once", bank), ("whole bank", concatenate_datasets([task1, task2]))):
+        model, tok = load(tiny_model_dir)
+        trainer = MSSRTrainer(model, config(tmp_path / flow, max_steps=6, **replay), train_dataset=task3,
+                              replay_dataset=replay_dataset, processing_class=tok)  # fmt: skip
+        recorder = Recorder(trainer)
+        rows = trainer.train_dataset.select_columns(["input_ids", "labels", "mssr_id"]).to_list()
+        trainer.train()
+        trained[flow] = (rows, [(s, i.tolist(), loss.tolist()) for s, i, loss in recorder.calls], step_losses(trainer))
+    plain = SFTTrainer(load(tiny_model_dir)[0], SFTConfig(output_dir=str(tmp_path / "plain"), max_steps=1, **COMMON),
+                       train_dataset=concatenate_datasets([task3, task1, task2]), processing_class=tok)  # fmt: skip
+    reference = plain.train_dataset.select_columns(["input_ids", "labels", "mssr_id"]).to_list()
+
+    assert trained["tokenized once"][0] == trained["whole bank"][0] == reference
+    assert [row["mssr_id"] for row in reference] == list(range(42, 66)) + list(range(20)) + list(range(21, 41))
+    assert trained["tokenized once"][1] == trained["whole bank"][1]  # (step, ids, per-sample losses) of every batch
+    assert trained["tokenized once"][2] == trained["whole bank"][2] and len(trained["whole bank"][2]) == 6
+    replayed = [i for _, ids, _ in trained["whole bank"][1] for i in ids if i < 41]
+    assert len(replayed) == 6 * 2  # every step replayed round(0.5 * 4) bank samples
+
+
 def test_get_train_dataloader_builds_the_stage_sampler(tiny_model_dir, tmp_path):
     """get_train_dataloader builds the mixed-replay sampler, begins the stage (plans the first steps) and hands the
     sampler to the parent's loader: one optimizer step's micro-batches are that step's planned global batch."""
@@ -537,8 +581,9 @@ def test_bad_datasets_fail_before_training(tiny_model_dir, tmp_path):
     task, bank = task_and_bank()
     model, tok = load(tiny_model_dir)
     args = config(tmp_path, max_steps=2)
-    with pytest.raises(ValueError, match="same columns.*only in replay_dataset \\['extra'\\]"):
-        MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank.add_column("extra", [0] * 48),
+    renamed_bank = bank.rename_columns({"prompt": "question", "completion": "answer"})
+    with pytest.raises(InputError, match=r"replay_dataset has the columns \['question', 'answer'\]; SFT needs"):
+        MSSRTrainer(model, args, train_dataset=task, replay_dataset=[bank.select(range(8)), renamed_bank],
                     processing_class=tok)  # fmt: skip
     with pytest.raises(ValueError, match="needs a non-empty replay_dataset"):
         MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank.select([]), processing_class=tok)
