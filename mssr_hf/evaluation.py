@@ -33,9 +33,9 @@ def prompt_texts(examples: Dataset, tokenizer) -> list[str]:
     if "messages" in examples.column_names:
         return [
             tokenizer.apply_chat_template(m[:-1], tokenize=False, add_generation_prompt=True)
-            for m in examples["messages"]
+            for m in examples["messages"][:]
         ]
-    return list(examples["prompt"])
+    return examples["prompt"][:]
 
 
 @torch.no_grad()
@@ -81,6 +81,54 @@ def generate(
 
 
 @torch.no_grad()
+def choice_loglikelihoods(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    continuations: Sequence[Sequence[str]],
+    normalize: bool = True,
+    max_length: int | None = None,
+    batch_size: int = 16,
+) -> list[list[float]]:
+    """Log-likelihood of each of ``continuations[i]`` after ``prompts[i]``, divided by its token count when
+    ``normalize``; each prompt fitted into ``max_length`` with room for its longest continuation (:func:`fit_prompt`).
+
+    One forward per ``batch_size`` prompts, over all their continuations: the rows are left-padded, with the position
+    ids an unpadded row would have, and only the logits of the last positions (those that predict a continuation) are
+    computed. The scores equal one forward per row up to float rounding (``tests/test_evaluation.py`` checks 1e-5).
+
+    Returns:
+        `list[list[float]]`: row i has one score per continuation of prompt i.
+    """
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    scores: list[list[float]] = []
+    for start in range(0, len(prompts), batch_size):
+        rows, spans = [], []  # spans: (question, continuation ids)
+        for i in range(start, min(start + batch_size, len(prompts))):
+            conts = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in continuations[i]]
+            prompt_ids = tokenizer(prompts[i], add_special_tokens=False)["input_ids"]
+            prompt_ids = fit_prompt(prompt_ids, max_length, max(len(c) for c in conts))
+            rows += [prompt_ids + c for c in conts]
+            spans += [(i - start, c) for c in conts]
+        width = max(len(r) for r in rows)
+        keep = max(len(c) for _, c in spans) + 1  # the last positions: each predicts a continuation token
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)  # (R, T), left-padded
+        attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)  # an unpadded row's positions
+        logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                       logits_to_keep=keep).logits  # (R, keep, V)  # fmt: skip
+        logprobs = torch.log_softmax(logits.float(), -1)
+        batch_scores: list[list[float]] = [[] for _ in range(min(batch_size, len(prompts) - start))]
+        for r, (question, cont) in enumerate(spans):
+            # Token j of the continuation sits at position width - len(cont) + j, predicted by the position before.
+            at = torch.arange(keep - 1 - len(cont), keep - 1, device=device)
+            total = logprobs[r, at, torch.tensor(cont, device=device)].sum().item()
+            batch_scores[question].append(total / max(len(cont), 1) if normalize else total)
+        scores += batch_scores
+    return scores
+
+
 def option_loglikelihoods(
     model,
     tokenizer,
@@ -88,33 +136,23 @@ def option_loglikelihoods(
     continuations: Sequence[str],
     normalize: bool = True,
     max_length: int | None = None,
-):
-    """Log-likelihood of each continuation after ``prompt`` (one forward over the k sequences), divided by its token
-    count when ``normalize``; the prompt fitted into ``max_length`` with room for the longest continuation
-    (:func:`fit_prompt`). Shape ``(k,)``."""
-    device = next(model.parameters()).device
-    conts = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in continuations]
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    prompt_ids = fit_prompt(prompt_ids, max_length, max(len(c) for c in conts))
-    rows = [prompt_ids + c for c in conts]
-    width = max(len(r) for r in rows)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)  # (k, T), right-padded
-    attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
-    logprobs = torch.log_softmax(model(input_ids=input_ids, attention_mask=attention).logits.float(), -1)
-    scores = []
-    for k, cont in enumerate(conts):
-        positions = torch.arange(len(prompt_ids) - 1, len(prompt_ids) - 1 + len(cont), device=device)
-        total = logprobs[k, positions, torch.tensor(cont, device=device)].sum().item()
-        scores.append(total / max(len(cont), 1) if normalize else total)
-    return scores
+) -> list[float]:
+    """Log-likelihood of each continuation after ``prompt`` (:func:`choice_loglikelihoods` for one prompt). Shape
+    ``(k,)``."""
+    return choice_loglikelihoods(model, tokenizer, [prompt], [continuations], normalize, max_length)[0]
 
 
 def choice_accuracy_by_loglikelihood(
-    model, tokenizer, examples: Dataset, desc: str = "choices", max_length: int | None = None
+    model,
+    tokenizer,
+    examples: Dataset,
+    desc: str = "choices",
+    max_length: int | None = None,
+    batch_size: int = 16,
 ) -> float:
     """Multiple choice by log-likelihood: the option letter (" A", " B", ...) the model finds most likely after the
-    prompt is its answer (the prompt fitted into ``max_length``); split across processes and gathered."""
+    prompt is its answer (the prompt fitted into ``max_length``); ``batch_size`` questions per forward
+    (:func:`choice_loglikelihoods`), split across processes and gathered."""
     from .scoring import loglikelihood_choice
 
     state = PartialState()
@@ -123,12 +161,13 @@ def choice_accuracy_by_loglikelihood(
     model.eval()
     picked: list[tuple[int, list[float], int]] = []
     try:
-        for i in tqdm(mine, desc=desc, disable=not state.is_main_process, leave=False):
-            row = examples[i]
-            letters = [f" {'ABCDE'[k]}" for k in range(len(row["choices"]))]
-            answer = "ABCDE".index(row["reference"][0].strip().upper())
-            scores = option_loglikelihoods(model, tokenizer, row["prompt"], letters, max_length=max_length)
-            picked.append((i, scores, answer))
+        for start in tqdm(range(0, len(mine), batch_size), desc=desc, disable=not state.is_main_process, leave=False):
+            rows = [examples[i] for i in mine[start : start + batch_size]]
+            letters = [[f" {'ABCDE'[k]}" for k in range(len(row["choices"]))] for row in rows]
+            scores = choice_loglikelihoods(model, tokenizer, [row["prompt"] for row in rows], letters,
+                                           max_length=max_length, batch_size=batch_size)  # fmt: skip
+            for i, row, row_scores in zip(mine[start : start + batch_size], rows, scores):
+                picked.append((i, row_scores, "ABCDE".index(row["reference"][0].strip().upper())))
     finally:
         model.train(was_training)
     if state.num_processes > 1:
@@ -143,7 +182,8 @@ def evaluate_task(
     """Score of ``model`` on ``examples`` (a formatted evaluation set of ``task``) with the task's metric; prompts are
     fitted into ``max_length`` (the training ``max_length``; None: not fitted)."""
     if task.metric == "choice" and task.choice_scoring == "loglikelihood":
-        return choice_accuracy_by_loglikelihood(model, tokenizer, examples, f"eval {task.name}", max_length)
+        return choice_accuracy_by_loglikelihood(model, tokenizer, examples, f"eval {task.name}", max_length,
+                                                batch_size)  # fmt: skip
     predictions = generate(
         model, tokenizer, prompt_texts(examples, tokenizer), task.max_new_tokens, batch_size, f"eval {task.name}",
         max_length,

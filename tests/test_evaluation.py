@@ -5,7 +5,12 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mssr_hf.evaluation import choice_accuracy_by_loglikelihood, generate, option_loglikelihoods
+from mssr_hf.evaluation import (
+    choice_accuracy_by_loglikelihood,
+    choice_loglikelihoods,
+    generate,
+    option_loglikelihoods,
+)
 from mssr_hf.tasks.spec import truncate_keeping_answer
 
 
@@ -60,7 +65,11 @@ def test_evaluation_prompts_are_fitted_as_training_rows_are(tiny):
     assert first_forward[0] == ids[:22] + ids[-22:]  # 48 - 4 new tokens = 44: its first and last 22 tokens
     short = tok("2 + 3 =", add_special_tokens=False)["input_ids"]
     assert first_forward[1][-len(short) :] == short  # left-padded, whole
-    assert all(len(row) <= 48 for row in option_rows) and option_rows[0][:23] == ids[:23]  # 48 - 1 = 47 kept
+    options = [tok(c, add_special_tokens=False)["input_ids"] for c in (" 5", " 17")]
+    kept = 48 - max(map(len, options))  # room for the longest option
+    assert all(len(row) <= 48 for row in option_rows)
+    for row, option in zip(option_rows, options):  # left-padded: each row ends with the fitted prompt and its option
+        assert row[-len(option) - kept :] == ids[: kept // 2] + ids[len(ids) - (kept - kept // 2) :] + option
     assert len(seen[0][0]) == len(ids)  # no max_length: the whole prompt
 
 
@@ -79,6 +88,30 @@ def test_option_loglikelihoods_match_a_manual_forward(tiny):
     assert normalized[0] == pytest.approx(scores[0] / len(tok(options[0], add_special_tokens=False)["input_ids"]))
 
 
+def test_batched_loglikelihoods_equal_one_forward_per_option(tiny):
+    """choice_loglikelihoods scores many questions per forward (left-padded, position ids of unpadded rows, only the
+    last logits): each score equals that of the option's own unpadded forward, and the picks are the same."""
+    model, tok = tiny
+    prompts = [f"Question {i}: {'what is ' * (i % 4)}{i} + {2 * i} ?" for i in range(10)]
+    options = [[" A", " B", " C", " 17 plus"][: 2 + i % 3] for i in range(10)]  # 2-4 options, 1-3 tokens each
+    batched = choice_loglikelihoods(model, tok, prompts, options, normalize=False, batch_size=4)
+    alone = []
+    for prompt, conts in zip(prompts, options):
+        p = tok(prompt, add_special_tokens=False)["input_ids"]
+        row = []
+        for option in conts:
+            c = tok(option, add_special_tokens=False)["input_ids"]
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([p + c])).logits[0]  # (T, V): one unpadded row
+            row.append(sum(torch.log_softmax(logits[len(p) - 1 + j], -1)[t].item() for j, t in enumerate(c)))
+        alone.append(row)
+    assert [len(row) for row in batched] == [len(row) for row in alone]
+    difference = max(abs(a - b) for x, y in zip(batched, alone) for a, b in zip(x, y))
+    assert difference < 1e-5, difference
+    assert [max(range(len(r)), key=r.__getitem__) for r in batched] == [max(range(len(r)), key=r.__getitem__)
+                                                                         for r in alone]  # fmt: skip
+
+
 def test_choice_accuracy_by_loglikelihood(tiny):
     model, tok = tiny
     prompts = [f"Question {i}: pick one.\nA. x\nB. y\nAnswer:" for i in range(6)]
@@ -90,6 +123,7 @@ def test_choice_accuracy_by_loglikelihood(tiny):
     refs = picks[:4] + ["B" if p == "A" else "A" for p in picks[4:]]
     rows = Dataset.from_list([{"prompt": p, "reference": [r], "choices": ["x", "y"]} for p, r in zip(prompts, refs)])
     assert choice_accuracy_by_loglikelihood(model, tok, rows) == pytest.approx(4 / 6)
+    assert choice_accuracy_by_loglikelihood(model, tok, rows, batch_size=4) == pytest.approx(4 / 6)
 
 
 def test_generate_is_greedy_with_left_padding(tiny):
