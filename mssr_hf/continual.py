@@ -45,18 +45,21 @@ from typing import Any
 
 from accelerate import PartialState
 from accelerate.utils import gather_object
-from datasets import Dataset, concatenate_datasets
+from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.trainer import TRAINING_ARGS_NAME
 
 from . import cl_metrics, layout
+from .errors import InputError
 from .evaluation import evaluate_task
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .mssr_trainer import MSSRTrainer, last_complete_checkpoint
 from .scheduler import ReplayStrategy
 from .state_io import file_sizes, has_state, load_state, save_state, state_digest
-from .tasks import TaskSpec, get_sequence
-from .tasks.spec import truncate_keeping_answer
+from .tasks import TaskLike, TaskSpec, get_sequence, get_task
+from .tasks.spec import hub_dataset_id, truncate_keeping_answer
+from .tracking import StageReporter, stage_logs
 
 logger = logging.getLogger(__name__)
 
@@ -120,18 +123,20 @@ class ContinualRunner:
     Args:
         model (`str` or `PreTrainedModel`): the base model (a path or Hub id is loaded with ``model_init_kwargs``;
             ``trust_remote_code`` stays off unless you set it there).
-        tasks (`Sequence[str | TaskSpec]` or `str`): task names, specs, or a sequence name (see `mssr_hf.tasks`).
+        tasks (`Sequence[str | TaskSpec | dict]` or `str`): task names, specs, declarations (mappings of
+            `mssr_hf.tasks.TASK_KEYS`, as in a YAML config), or a sequence name (see `mssr_hf.tasks`).
         args (`MSSRConfig`): training and replay settings shared by every stage; ``output_dir`` is the run's root.
             ``push_to_hub`` / ``hub_model_id`` publish each finished stage (see :mod:`mssr_hf.hub`).
         tokenizer (*optional*): defaults to the model's.
         peft_config (`peft.PeftConfig`, *optional*): the adapter trained across all stages (None: full fine-tuning).
-        probe_task (`str | TaskSpec`, *optional*): evaluated after every stage, never trained (e.g. `mmlu`).
+        probe_task (`str | TaskSpec | dict`, *optional*): evaluated after every stage, never trained (e.g. `mmlu`).
         eval_size (`int`, *optional*, defaults to `100`): evaluation examples per task (None: all).
         train_size (`int`, *optional*): training examples per task (None: all).
         eval_batch_size (`int`, *optional*, defaults to `16`): generation batch size.
         accuracy_eval_size (`int`, *optional*, defaults to `32`): validation examples per earlier task that the
             `accuracy` strategy evaluates during training.
-        model_init_kwargs (`dict`, *optional*): keyword arguments for ``from_pretrained`` when ``model`` is a str.
+        model_init_kwargs (`dict`, *optional*): keyword arguments for ``from_pretrained`` when ``model`` is a str,
+            on top of ``args.model_init_kwargs`` (a ``dtype`` or ``torch_dtype`` may be a name such as "bfloat16").
         callbacks (`list[TrainerCallback]`, *optional*): passed to every stage's trainer.
         exposure_listeners (`list[Callable]`, *optional*): passed to every stage's trainer (see `MSSRTrainer`).
         hub_api (*optional*): a `huggingface_hub.HfApi`-like client for publishing (tests pass a stand-in).
@@ -140,12 +145,12 @@ class ContinualRunner:
     def __init__(
         self,
         model: str | PreTrainedModel,
-        tasks: Sequence[str | TaskSpec] | str,
+        tasks: Sequence[TaskLike] | TaskLike,
         args: MSSRConfig,
         *,
         tokenizer=None,
         peft_config=None,
-        probe_task: str | TaskSpec | None = None,
+        probe_task: TaskLike | None = None,
         eval_size: int | None = 100,
         train_size: int | None = None,
         eval_batch_size: int = 16,
@@ -157,16 +162,16 @@ class ContinualRunner:
     ):
         self.tasks = get_sequence(tasks)
         if not self.tasks:
-            raise ValueError("tasks: give at least one task")
+            raise InputError("tasks: give at least one task")
         names = [t.name for t in self.tasks]
         if len(set(names)) != len(names):
-            raise ValueError(f"tasks: each task may appear once in a sequence, got {names}")
-        self.probe = get_sequence([probe_task])[0] if probe_task is not None else None
+            raise InputError(f"tasks: each task may appear once in a sequence, got {names}")
+        self.probe = get_task(probe_task, "probe_task") if probe_task is not None else None
         if args.push_to_hub and not args.hub_model_id:
-            raise ValueError("push_to_hub needs a repo: set hub_model_id (e.g. --hub_model_id me/my-mssr-run)")
+            raise InputError("push_to_hub needs a repo: set hub_model_id (e.g. --hub_model_id me/my-mssr-run)")
         self.args = args
         self.output_dir = Path(args.output_dir)
-        self.model_init_kwargs = dict(model_init_kwargs or {})
+        self.model_init_kwargs = model_init_arguments({**(args.model_init_kwargs or {}), **(model_init_kwargs or {})})
         self.base_model = model
         self.model_name = model if isinstance(model, str) else getattr(model.config, "_name_or_path", "") or "model"
         self.tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(self.model_name)
@@ -186,8 +191,11 @@ class ContinualRunner:
     def run(self) -> dict[str, Any]:
         """Train, evaluate and save every stage; returns the results (also in ``output_dir/results.json``).
 
+        After each stage, the stage's scores and the running forgetting / BWT go to the ``report_to`` trackers at
+        the stage's last global step, with the plots (:mod:`mssr_hf.tracking`).
+
         Raises:
-            `ValueError`: bad input (a task's rows, the output folder, a configuration changed since this folder's
+            `InputError`: bad input (a task's rows, the output folder, a configuration changed since this folder's
                 run saved something), before anything is written.
             `UnpublishedStagesError`: with ``push_to_hub``, after every stage finished, if a stage could not be
                 published (it carries the results).
@@ -197,14 +205,18 @@ class ContinualRunner:
         self._check_output_dir()
         self._check_or_record_config()
         results = self._load_results()
-        model, memory, strategy, bank = None, None, None, None
+        model, memory, strategy = None, None, None
+        # The earlier tasks' rows: tokenized by the stage that trained them (each task is tokenized once), and raw for
+        # the finished stages a rerun skips (the next stage's trainer tokenizes those).
+        bank: list[Dataset] = []
+        reporter = StageReporter(self.args)
 
         running = False  # from the first stage that has to run, every later stage runs too (results grow in order)
         for stage, (train, _) in enumerate(data):
             saved = None if running else self._finished_stage(stage)
             if saved is not None:
                 memory, strategy = saved.memory, saved.strategy
-                bank = train if bank is None else concatenate_datasets([bank, train])
+                bank.append(train)
                 continue
             if not running:
                 self._publish_finished()  # what earlier runs finished but could not publish
@@ -212,7 +224,7 @@ class ContinualRunner:
             if model is None:
                 model = self._model_after(stage - 1)
 
-            trainer = self._stage_trainer(stage, model, train, bank, memory, strategy, data)
+            trainer = self._stage_trainer(stage, model, train, bank or None, memory, strategy, data)
             start = time.perf_counter()
             trainer.train(resume_from_checkpoint=self._resume_point(stage))
             train_seconds = time.perf_counter() - start
@@ -223,9 +235,12 @@ class ContinualRunner:
             scores = {t.name: self._evaluate(model, t, data[i][1]) for i, t in enumerate(self.tasks[: stage + 1])}
             probe_score = self._evaluate(model, self.probe, probe_eval) if self.probe is not None else None
             results = self._record_stage(results, stage, scores, probe_score, trainer, train_seconds)
-            self._save_stage(stage, trainer, memory, strategy, results)
+            plots = self._save_stage(stage, trainer, memory, strategy, results)
+            reporter.log_stage(trainer.step_offset + trainer.state.global_step, stage_logs(results, stage), plots,
+                               model=model)  # fmt: skip
             self._publish_finished()
-            bank = train if bank is None else concatenate_datasets([bank, train])
+            bank = [trainer.next_replay_dataset()]
+        reporter.close()
         if not running:
             self._publish_finished()
         self._raise_if_unpublished(results)
@@ -235,13 +250,16 @@ class ContinualRunner:
 
     def _prepare_data(self) -> list[tuple[Dataset, Dataset]]:
         """Each task's (training rows fitted into ``max_length``, with their memory ids; evaluation rows), all loaded
-        and checked before the run writes anything."""
+        and checked before the run writes anything. Training rows keep only what training reads (the prompt and
+        completion, or the messages), so that tasks of different columns share one replay bank."""
         data, next_id = [], 0
+        num_proc = self.args.dataset_num_proc
         for task in self.tasks:
-            train, evaluation = task.load(self.train_size, self.eval_size)
+            train, evaluation = task.load(self.train_size, self.eval_size, num_proc=num_proc)
             if train is None:
-                raise ValueError(f"task {task.name!r} has no training rows (train_size={self.train_size})")
-            train = truncate_keeping_answer(train, self.tokenizer, self.args.max_length)
+                raise InputError(f"task {task.name!r} has no training rows (train_size={self.train_size})")
+            train = train.remove_columns([c for c in ("reference", "choices") if c in train.column_names])
+            train = truncate_keeping_answer(train, self.tokenizer, self.args.max_length, num_proc=num_proc)
             train = train.add_column(self.args.replay_id_column, list(range(next_id, next_id + len(train))))
             next_id += len(train)
             data.append((train, evaluation))
@@ -251,13 +269,13 @@ class ContinualRunner:
         """``output_dir`` must be a folder this process can write to (created if missing)."""
         path = self.output_dir
         if path.exists() and not path.is_dir():
-            raise ValueError(f"output_dir {path} is a file, not a folder: give another output_dir")
+            raise InputError(f"output_dir {path} is a file, not a folder: give another output_dir")
         try:
             path.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=path):
                 pass
         except OSError as error:
-            raise ValueError(f"output_dir {path} cannot be written to: {error.strerror or error}") from error
+            raise InputError(f"output_dir {path} cannot be written to: {error.strerror or error}") from error
 
     # ------------------------------------------------------------------ one stage
 
@@ -270,6 +288,7 @@ class ContinualRunner:
             replay_strategy="none" if first else self.args.replay_strategy,
             push_to_hub=False,  # stages are published by the runner, not by every checkpoint
             hub_token=None,  # used for the push only: the trainer saves its arguments in every checkpoint
+            model_init_kwargs=None,  # the runner loads the model (with them); the trainer receives it loaded
         )
         if not first and strategy is None:
             strategy = strategy_from_config(stage_args)
@@ -332,28 +351,32 @@ class ContinualRunner:
             logger.warning(f"The processes hold different replay memories (SHA-256 per rank: {digests})")
         return digests
 
-    def _save_stage(self, stage, trainer: MSSRTrainer, memory: SampleMemory, strategy, results) -> None:
+    def _save_stage(self, stage, trainer: MSSRTrainer, memory: SampleMemory, strategy, results) -> list[Path]:
+        """Write the stage's folder (``metrics.json`` last), ``results.json`` and the plots; returns the plots."""
         from .hub import write_model_card
-        from .plotting import render_plots
 
+        stage_dir = self.stage_dir(stage)
         if self.state.is_main_process:
-            stage_dir = self.stage_dir(stage)
             # The stage reads as unfinished while its files are (re)written: metrics.json, written last, finishes it.
             (stage_dir / layout.STAGE_METRICS).unlink(missing_ok=True)
             self._forget_published(stage)
-            trainer.model.save_pretrained(stage_dir)
-            self.tokenizer.save_pretrained(stage_dir)
+        self.state.wait_for_everyone()
+        save_weights(trainer, stage_dir)  # on every rank: FSDP and DeepSpeed ZeRO-3 gather the weights from all
+        plots = []
+        if self.state.is_main_process:
+            (stage_dir / TRAINING_ARGS_NAME).unlink(missing_ok=True)  # a pickle; run_config.json has the arguments
             save_state(stage_dir, layout.MEMORY_STATE, memory.state_dict())
             if strategy is not None:
                 save_state(stage_dir, layout.STRATEGY_STATE, strategy.state_dict())
             write_model_card(stage_dir, self._card_info(stage, results))
             _write_json(self.output_dir / layout.RESULTS, results)
-            render_plots(self.output_dir, results)
+            plots = render_plots_if_installed(self.output_dir, results)
             # Written last, with the size of every other file: its presence marks the stage as finished.
             record = {"stage": stage, **results["stages"][stage], "scores": results["matrix"][stage],
                       "files": file_sizes(stage_dir, skip=(layout.CHECKPOINTS, layout.STAGE_METRICS))}  # fmt: skip
             _write_json(stage_dir / layout.STAGE_METRICS, record)
         self.state.wait_for_everyone()
+        return plots
 
     # ------------------------------------------------------------------ publishing
 
@@ -389,6 +412,7 @@ class ContinualRunner:
                     revision = push_stage(
                         self.stage_dir(stage), self.args.hub_model_id, stage, task, api=self.hub_api,
                         private=self.args.hub_private_repo, token=self.args.hub_token, main=to_main,
+                        revision=self.args.hub_revision,
                     )  # fmt: skip
                 except (RuntimeError, ValueError) as error:  # push_stage's errors never hold the token
                     self.publish_errors[stage] = str(error)
@@ -478,8 +502,8 @@ class ContinualRunner:
         """Everything that decides what this run computes (hashed to refuse a changed config on rerun)."""
         training = {k: v for k, v in self.args.to_dict().items() if k not in _NOT_RESULT_FIELDS}
         return {
-            "model": self.model_name, "tasks": [t.name for t in self.tasks],
-            "probe_task": self.probe.name if self.probe else None, "eval_size": self.eval_size,
+            "model": self.model_name, "tasks": [_task_record(t) for t in self.tasks],
+            "probe_task": _task_record(self.probe) if self.probe else None, "eval_size": self.eval_size,
             "train_size": self.train_size, "peft": _jsonable(self.peft_config.to_dict()) if self.peft_config else None,
             "training": _jsonable(training),
         }  # fmt: skip
@@ -498,7 +522,7 @@ class ContinualRunner:
         if replace:
             changed = ", ".join(_diff(saved.get("config", {}), config))
             if self._holds_saved_work():
-                raise ValueError(
+                raise InputError(
                     f"{self.output_dir} holds a run with a different configuration (changed: {changed}); "
                     "use a new output_dir, or rerun with the original settings to resume"
                 )
@@ -520,13 +544,89 @@ class ContinualRunner:
         )
 
     def _card_info(self, stage: int, results: dict[str, Any]) -> dict[str, Any]:
+        import peft
+        import transformers
+        import trl
+
+        from .version import __version__
+
+        versions = {"mssr_hf": __version__, "transformers": transformers.__version__, "trl": trl.__version__}
+        if self.peft_config is not None:
+            versions["peft"] = peft.__version__
+        specs = [*self.tasks, *([self.probe] if self.probe is not None else [])]
         return {
             "base_model": self.model_name, "stage": stage, "task": self.tasks[stage].name,
             "task_description": self.tasks[stage].description, "tasks": [t.name for t in self.tasks],
             "strategy": self.args.replay_strategy, "peft": self.peft_config is not None,
             "hyperparameters": self.run_config()["training"], "matrix": results["matrix"], "probe": results["probe"],
             "probe_task": self.probe.name if self.probe else None, "metrics": results["metrics"],
+            "repo_id": self.args.hub_model_id if self.args.push_to_hub else None,
+            "latest_revision": self.args.hub_revision or "main", "versions": versions,
+            "task_specs": [{"dataset": hub_dataset_id(t.source), "subset": t.subset,
+                            "split": t.eval_split or t.train_split, "metric": t.metric} for t in specs],
         }  # fmt: skip
+
+
+def model_init_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``from_pretrained`` keyword arguments with ``torch_dtype`` given its current name, ``dtype``, and a dtype's name
+    ("bfloat16") made a ``torch.dtype``.
+
+    Raises:
+        `InputError`: both ``dtype`` and ``torch_dtype``, or a name that is no torch dtype.
+    """
+    import torch
+
+    kwargs = dict(kwargs)
+    if "torch_dtype" in kwargs:
+        if "dtype" in kwargs:
+            raise InputError("model_init_kwargs: give dtype or torch_dtype (its older name), not both")
+        kwargs["dtype"] = kwargs.pop("torch_dtype")
+    dtype = kwargs.get("dtype")
+    if isinstance(dtype, str) and dtype != "auto":
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise InputError(f"dtype {dtype!r} is not a torch dtype (e.g. bfloat16, float16, float32, or auto)")
+        kwargs["dtype"] = getattr(torch, dtype)
+    return kwargs
+
+
+def save_weights(trainer: MSSRTrainer, directory: Path) -> None:
+    """``trainer.save_model(directory)``, called on every process: it gathers the weights that FSDP and DeepSpeed
+    ZeRO-3 shard, and the main process writes them (with the tokenizer and, for an adapter, PEFT's model card). FSDP
+    gathers them only into a full state dict, so a run configured for sharded checkpoints switches to it for this
+    save."""
+    plugin = trainer.accelerator.state.fsdp_plugin if trainer.is_fsdp_enabled else None
+    previous = plugin.state_dict_type if plugin is not None else None
+    if plugin is not None:
+        plugin.set_state_dict_type("FULL_STATE_DICT")
+    try:
+        trainer.save_model(str(directory))
+    finally:
+        if plugin is not None:
+            plugin.set_state_dict_type(previous)
+
+
+def render_plots_if_installed(output_dir: Path, results: dict[str, Any]) -> list[Path]:
+    """The run's plots (:func:`mssr_hf.plotting.render_plots`), or none when matplotlib is not installed (the
+    ``plots`` extra): the run goes on without them, and says so once."""
+    try:
+        from .plotting import render_plots
+    except ModuleNotFoundError as error:
+        if error.name != "matplotlib":
+            raise
+        if not _PLOTS_SKIPPED:
+            logger.warning('matplotlib is not installed: the run writes no plots (pip install "mssr-hf[plots]")')
+            _PLOTS_SKIPPED.append(True)
+        return []
+    return render_plots(output_dir, results)
+
+
+_PLOTS_SKIPPED: list[bool] = []  # whether the missing-matplotlib note was given (once per process)
+
+
+def _task_record(task: TaskSpec) -> str | dict[str, Any]:
+    """How ``run_config.json`` records a task: its declaration for a declared task (so a changed format or dataset
+    is a changed configuration, and ``mssr-hf eval`` can load it again), else its name."""
+    return _jsonable(task.metadata["declaration"]) if "declaration" in task.metadata else task.name
 
 
 def _results_after(results: dict[str, Any], stage: int) -> dict[str, Any]:

@@ -3,9 +3,9 @@
 Layout on the Hub: **one repo per run, one branch per stage, ``main`` = the latest finished stage.**
 
 * Stage k of the task sequence is pushed to the branch ``stage-{k:02d}-{task}`` (see :func:`stage_revision`; the
-  stage's folder has the same name, see :mod:`mssr_hf.layout`), and the same folder is pushed to ``main``. So
-  ``PeftModel.from_pretrained(base, repo, revision="stage-01-gsm8k")`` loads any stage, and the default revision
-  loads the latest one.
+  stage's folder has the same name, see :mod:`mssr_hf.layout`), and the same folder is pushed to ``main`` (or to the
+  branch ``hub_revision`` names). So ``PeftModel.from_pretrained(base, repo, revision="stage-01-gsm8k")`` loads any
+  stage, and the default revision loads the latest one. The repo is created private when ``hub_private_repo``.
 * ``ContinualRunner`` pushes each stage once it is finished and records the push in the run folder's
   ``published.json`` (:mod:`mssr_hf.layout`). A push that fails does not stop the run: every later stage's end, and
   every rerun of the same command, pushes again the finished stages not yet published (a stage goes to ``main`` only
@@ -30,13 +30,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-from huggingface_hub import HfApi
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from .cl_metrics import CL_METRIC_NAMES
+from .errors import InputError
 from .layout import CHECKPOINTS, MODEL_CARD, stage_name
 
-__all__ = ["push_stage", "stage_revision", "write_model_card"]
+__all__ = ["hub_model_id", "push_stage", "stage_revision", "write_model_card"]
 
 CHECKPOINT_PATTERNS = [f"{CHECKPOINTS}/*", f"{CHECKPOINTS}/**"]
 # Training arguments shown on the card besides every memory_* / replay_* field.
@@ -55,37 +56,85 @@ def stage_revision(stage: int, task: str) -> str:
 
 # ------------------------------------------------------------------ model card
 
+# How each task metric is named in a card's model-index: (Hub metric type, display name).
+METRIC_TYPES = {
+    "exact_match": ("exact_match", "Exact match"), "squad_f1": ("f1", "SQuAD F1"), "bleu": ("bleu", "BLEU"),
+    "rouge_l": ("rouge", "ROUGE-L"), "choice": ("accuracy", "Accuracy"),
+}  # fmt: skip
+CARD_TAGS = ["mssr", "continual-learning", "replay", "trl", "sft"]
+
+
+def hub_model_id(name: str) -> str | None:
+    """``name`` if it is a Hub model id, None if it is a local path (a folder that exists here, or a string the Hub
+    would not take as an id). A card's ``base_model`` must be a Hub id: the Hub rejects a commit whose card names a
+    local path there."""
+    if not name or Path(name).exists():
+        return None
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return None
+    return name
+
 
 def write_model_card(stage_dir: str | Path, info: dict[str, Any]) -> Path:
-    """Write ``stage_dir/README.md``: a Hub model card for the adapter (or model) saved after one stage.
+    """Write ``stage_dir/README.md``: a Hub model card for the adapter (or model) saved after one stage, built with
+    ``huggingface_hub.ModelCard`` on the metadata PEFT wrote there when it saved the adapter (its tags are kept).
+
+    The metadata holds ``base_model`` only when the base model is a Hub id (for a local path, the tags that name it
+    are dropped too), ``library_name``, ``pipeline_tag``, the tags, ``datasets`` (the Hub ids of the tasks trained so
+    far) and a ``model-index`` with each task's score after this stage. The body has the run's summary, a snippet
+    that loads this stage (from ``repo_id`` at the stage's revision when the run publishes, else from the folder),
+    the accuracy matrix, the continual-learning metrics and the hyperparameters.
 
     Args:
         stage_dir (`str` or `Path`): the stage's folder.
         info (`dict`): as built by ``ContinualRunner._card_info``: ``base_model``, ``stage``, ``task``, ``tasks``,
             ``strategy``, ``peft`` (`bool`), ``hyperparameters`` (flat dict of training arguments), ``matrix`` (rows
             of scores after each stage so far), ``probe`` and ``probe_task`` (optional), ``metrics``, and optionally
-            ``task_description`` and ``repo_id``. Missing, ``None`` or NaN values are shown as "–".
+            ``task_description``, ``repo_id``, ``latest_revision`` (the branch of the latest stage), ``task_specs``
+            (per task of ``tasks``, then the probe: ``dataset`` (Hub id or None), ``subset``, ``split``, ``metric``)
+            and ``versions`` (package -> version). Missing, ``None`` or NaN values are shown as "–".
 
     Returns:
         `Path`: the card's path.
     """
     stage, task, tasks = int(info["stage"]), str(info["task"]), [str(t) for t in info["tasks"]]
     strategy, peft = str(info["strategy"]), bool(info.get("peft"))
-    front = {
-        "base_model": str(info["base_model"]),
-        "library_name": "peft" if peft else "transformers",
-        "pipeline_tag": "text-generation",
-        "tags": ["mssr", "continual-learning", "replay", "trl", "sft", strategy],
-        "mssr": {"stage": stage, "task": task, "tasks": tasks, "strategy": strategy},
-    }
+    path = Path(stage_dir) / MODEL_CARD
+    data = ModelCard.load(path).data if path.is_file() else ModelCardData()
+    base_model = str(info["base_model"])
+    hub_base = hub_model_id(base_model)
+    data.base_model = hub_base
+    data.library_name = "peft" if peft else "transformers"
+    data.pipeline_tag = "text-generation"
+    # PEFT tags its adapters "base_model:adapter:<base model>"; with a local base model that names a local path.
+    kept = [t for t in data.tags or [] if hub_base is not None or not t.startswith("base_model:")]
+    data.tags = list(dict.fromkeys([*kept, *CARD_TAGS, strategy]))
+    specs = info.get("task_specs") or []
+    hub_datasets = [spec.get("dataset") for spec in specs[: stage + 1]]
+    data.datasets = list(dict.fromkeys(d for d in hub_datasets if d)) or None
+    repo_id = info.get("repo_id")
+    data.model_name = repo_id or stage_revision(stage, task)
+    data.eval_results = _eval_results(info, tasks, specs) or None
+    data.mssr = {"stage": stage, "task": task, "tasks": tasks, "strategy": strategy}
+
+    shown_base = hub_base or f"path/to/{Path(base_model).name}"
     body = [
-        f"# {front['base_model']}: stage {stage} ({task}) of a continual run with `{strategy}` replay",
+        f"# {hub_base or Path(base_model).name}: stage {stage} ({task}) of a continual run with `{strategy}` replay",
         "",
         _summary_paragraph(info, stage, task, tasks, strategy, peft),
         "",
         "## How to load it",
         "",
-        _loading_snippet(front["base_model"], stage_revision(stage, task), info.get("repo_id"), peft),
+        _loading_snippet(
+            shown_base,
+            hub_base is None,
+            stage_revision(stage, task),
+            repo_id,
+            peft,
+            info.get("latest_revision") or "main",
+        ),
         "",
         "## Scores so far",
         "",
@@ -104,11 +153,34 @@ def write_model_card(stage_dir: str | Path, info: dict[str, Any]) -> Path:
         "",
         "Trained with `mssr_hf` (`MSSRTrainer`: a `trl.SFTTrainer` with MSSR replay; `ContinualRunner`).",
     ]
-    text = "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body) + "\n"
-    path = Path(stage_dir) / MODEL_CARD
+    versions = info.get("versions") or {}
+    if versions:
+        body += ["", "### Framework versions", "", *(f"- {name} {version}" for name, version in versions.items())]
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(body) + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    card.save(path)
     return path
+
+
+def _eval_results(info: dict[str, Any], tasks: list[str], specs: list[dict[str, Any]]) -> list[EvalResult]:
+    """The model-index entries: each task trained so far (and the probe) with its score after this stage."""
+    stage, matrix = int(info["stage"]), info.get("matrix") or []
+    row = matrix[stage] if stage < len(matrix) else []
+    scored = [(tasks[i], specs[i] if i < len(specs) else {}, row[i]) for i in range(min(stage + 1, len(row)))]
+    probe = info.get("probe") or []
+    if info.get("probe_task") and stage < len(probe):
+        scored.append((str(info["probe_task"]), specs[len(tasks)] if len(specs) > len(tasks) else {}, probe[stage]))
+    results = []
+    for name, spec, score in scored:
+        if _number(score) == MISSING:
+            continue
+        metric_type, metric_name = METRIC_TYPES.get(spec.get("metric", ""), (spec.get("metric") or "score", None))
+        results.append(EvalResult(
+            task_type="text-generation", task_name=name, dataset_type=spec.get("dataset") or name, dataset_name=name,
+            dataset_config=spec.get("subset"), dataset_split=spec.get("split"), metric_type=metric_type,
+            metric_name=metric_name, metric_value=round(float(score), 4),
+        ))  # fmt: skip
+    return results
 
 
 def _summary_paragraph(info, stage: int, task: str, tasks: list[str], strategy: str, peft: bool) -> str:
@@ -127,26 +199,25 @@ def _summary_paragraph(info, stage: int, task: str, tasks: list[str], strategy: 
     )
 
 
-def _loading_snippet(base_model: str, revision: str, repo_id: str | None, peft: bool) -> str:
-    source = json.dumps(repo_id) if repo_id else '"path/to/this/folder"  # or the Hub repo id'
+def _loading_snippet(
+    base_model: str, local_base: bool, revision: str, repo_id: str | None, peft: bool, latest: str = "main"
+) -> str:
+    """Python that loads this stage: from ``repo_id`` at the stage's revision, or from the stage's folder."""
+    where = f"{json.dumps(repo_id)}, revision={json.dumps(revision)}" if repo_id else json.dumps(f"path/to/{revision}")
+    lines = ["from transformers import AutoModelForCausalLM, AutoTokenizer", ""]
     if peft:
-        lines = [
-            "from peft import PeftModel",
-            "from transformers import AutoModelForCausalLM",
-            "",
-            f"base = {json.dumps(base_model)}",
-            f"repo_or_dir = {source}",
-            "model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), repo_or_dir)",
-            f'# this stage from the Hub: PeftModel.from_pretrained(..., repo_id, revision="{revision}")',
+        lines[0:0] = ["from peft import PeftModel"]
+        note = "  # the local base model the adapter was trained on" if local_base else ""
+        lines += [
+            f"base = AutoModelForCausalLM.from_pretrained({json.dumps(base_model)}){note}",
+            f"model = PeftModel.from_pretrained(base, {where})",
         ]
     else:
-        lines = [
-            "from transformers import AutoModelForCausalLM",
-            "",
-            f"repo_or_dir = {source}",
-            "model = AutoModelForCausalLM.from_pretrained(repo_or_dir)",
-            f'# this stage from the Hub: AutoModelForCausalLM.from_pretrained(repo_id, revision="{revision}")',
-        ]
+        lines += [f"model = AutoModelForCausalLM.from_pretrained({where})"]
+    lines += [f"tokenizer = AutoTokenizer.from_pretrained({where})"]
+    if repo_id:
+        latest_note = "the default revision" if latest == "main" else f"revision={json.dumps(latest)}"
+        lines += [f"# each stage has its own branch; the latest stage is also at {latest_note}"]
     return "\n".join(["```python", *lines, "```"])
 
 
@@ -209,8 +280,10 @@ def push_stage(
     private: bool | None = None,
     token: str | None = None,
     main: bool = True,
+    revision: str | None = None,
 ) -> str:
-    """Publish a finished stage: create the run's repo if needed, upload the stage folder to its branch and to main.
+    """Publish a finished stage: create the run's repo if needed, upload the stage folder to its branch and to the
+    branch of the latest stage (``main``, or ``revision``).
 
     Args:
         stage_dir (`str` or `Path`): the stage's folder (``checkpoints/`` in it is not uploaded).
@@ -219,8 +292,10 @@ def push_stage(
         api (*optional*): a `huggingface_hub.HfApi`-like client; default ``HfApi(token=token or $HF_TOKEN)``.
         private (`bool`, *optional*): visibility if the repo is created (None: the account's default).
         token (`str`, *optional*): overrides ``HF_TOKEN``; ignored when ``api`` is given.
-        main (`bool`, *optional*, defaults to `True`): also upload to ``main`` (False when a later stage is already
-            published there).
+        main (`bool`, *optional*, defaults to `True`): also upload to the latest stage's branch (False when a later
+            stage is already published there).
+        revision (`str`, *optional*): the branch of the latest stage (the ``hub_revision`` training argument;
+            None: ``main``). Created if missing.
 
     Returns:
         `str`: the stage's revision (branch) name.
@@ -231,21 +306,23 @@ def push_stage(
             unless its text contains the token).
     """
     if not repo_id:
-        raise ValueError("push_to_hub needs a repo: set hub_model_id (e.g. --hub_model_id me/my-mssr-run)")
+        raise InputError("push_to_hub needs a repo: set hub_model_id (e.g. --hub_model_id me/my-mssr-run)")
     token = token or os.environ.get("HF_TOKEN") or None
     if api is None:
         api = HfApi(token=token)
     branch = stage_revision(stage, task)
     folder = str(stage_dir)
     message = f"mssr_hf stage {stage} ({task})"
-    steps = [
-        ("create the repo", lambda: api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")),
-        (f"create branch {branch}", lambda: api.create_branch(repo_id, branch=branch, exist_ok=True)),
-    ]
-    for revision in (branch, "main") if main else (branch,):
-        upload = dict(repo_id=repo_id, folder_path=folder, revision=revision, commit_message=message,
+    latest = revision or "main"
+    steps = [("create the repo", lambda: api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model"))]
+    for name in (branch, latest) if latest != "main" and main else (branch,):
+        steps.append(
+            (f"create branch {name}", lambda name=name: api.create_branch(repo_id, branch=name, exist_ok=True))
+        )
+    for target in (branch, latest) if main else (branch,):
+        upload = dict(repo_id=repo_id, folder_path=folder, revision=target, commit_message=message,
                       ignore_patterns=CHECKPOINT_PATTERNS, delete_patterns="*")  # fmt: skip
-        steps.append((f"upload to {revision}", lambda upload=upload: api.upload_folder(**upload)))
+        steps.append((f"upload to {target}", lambda upload=upload: api.upload_folder(**upload)))
     for step, call in steps:
         try:
             call()

@@ -1,6 +1,7 @@
 """The names of the replay and memory statistics that ``MSSRTrainer`` adds to the trainer's logs (``log_history``,
 tensorboard, wandb, ...; reporters prefix them with ``train/``), for code that reads them back, such as
-:mod:`mssr_hf.plotting`. Framework-free: strings only.
+:mod:`mssr_hf.plotting`, and of the evaluation ``ContinualRunner`` logs after each stage (:mod:`mssr_hf.tracking`;
+reporters show ``eval_x`` as ``eval/x``). Framework-free: strings only.
 
 ``replay/*`` are the replay schedule's state and its running counts over the stage; ``memory/*`` are
 :meth:`SampleMemory.summary <mssr_hf.memory.SampleMemory.summary>` of the replay bank (strength mean, min and
@@ -38,3 +39,22 @@ MEMORY_STRENGTH_Q95 = memory_key("strength_q95")
 MEMORY_CALIBRATION_KEYS = tuple(
     memory_key(stat) for stat in ("calibration_observations", "calibration_r_predicted", "calibration_r_neg_log_m")
 )
+
+# What ContinualRunner logs after each stage (mssr_hf.tracking), at the stage's last global optimizer step.
+EVAL_STAGE = "eval_stage"  # the stage just finished (0-based)
+
+
+def eval_score_key(task: str) -> str:
+    """The log key of a task's score after a stage (shown as ``eval/score/<task>``)."""
+    return f"eval_score/{task}"
+
+
+def eval_probe_key(task: str) -> str:
+    """The log key of the probe task's score after a stage (shown as ``eval/probe/<task>``)."""
+    return f"eval_probe/{task}"
+
+
+def eval_metric_key(metric: str) -> str:
+    """The log key of a continual-learning metric of the accuracy matrix so far, e.g. ``eval_average_forgetting``
+    (shown as ``eval/average_forgetting``)."""
+    return f"eval_{metric}"

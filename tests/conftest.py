@@ -14,6 +14,28 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
+def hub_metadata_problem(folder) -> str | None:
+    """What the Hub says when it refuses a commit for the model card's metadata, or None: a ``base_model`` that is
+    not a model id (a local path, say) is refused with this message (the Hub also checks that the model exists)."""
+    from pathlib import Path
+
+    import yaml
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    card = Path(folder) / "README.md"
+    if not card.is_file() or not card.read_text().startswith("---\n"):
+        return None
+    metadata = yaml.safe_load(card.read_text().split("---\n")[1]) or {}
+    bases = metadata.get("base_model") or []
+    for base in [bases] if isinstance(bases, str) else bases:
+        try:
+            validate_repo_id(base)
+        except HFValidationError:
+            return (f'Bad request for commit endpoint: Invalid metadata in README.md.\n- "base_model" with value '
+                    f'"{base}" is not valid. Use a model id from https://hf.co/models.')  # fmt: skip
+    return None
+
+
 def arithmetic_rows(n: int, op: str = "+", seed: int = 0) -> list[dict]:
     """Prompt/completion rows of a small arithmetic task (distinct tasks per ``op``)."""
     g = torch.Generator().manual_seed(seed)

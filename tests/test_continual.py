@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import arithmetic_rows
+from conftest import arithmetic_rows, hub_metadata_problem
 from datasets import Dataset
 from peft import LoraConfig, PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -73,7 +73,7 @@ class KillAt(TrainerCallback):
 
 class RecordingHub:
     """Stand-in for `huggingface_hub.HfApi`; creating a branch in ``fail_branches`` ("*": any) fails, as on a Hub
-    outage."""
+    outage, and an upload whose model card names an invalid ``base_model`` is refused, as the Hub refuses it."""
 
     def __init__(self, fail_branches=()):
         self.calls, self.fail_branches = [], set(fail_branches)
@@ -88,6 +88,9 @@ class RecordingHub:
 
     def upload_folder(self, **kwargs):
         self.calls.append(("upload_folder", kwargs["repo_id"], kwargs.get("revision"), kwargs["folder_path"]))
+        problem = hub_metadata_problem(kwargs["folder_path"])  # the Hub refuses an invalid base_model
+        if problem is not None:
+            raise ValueError(problem)
 
     def uploads(self):
         return [(Path(c[3]).name, c[2]) for c in self.calls if c[0] == "upload_folder"]
@@ -112,9 +115,17 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
         # Each stage's adapter loads onto the base model.
         model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(stage))
         assert any("lora_A" in n for n, _ in model.named_parameters())
+        assert not (stage / "training_args.bin").exists()  # the stage folder holds no pickle
         card = (stage / "README.md").read_text()
         front = yaml.safe_load(card.split("---")[1])
-        assert front["base_model"] == tiny_model_dir and front["library_name"] == "peft"
+        # A local base model is no Hub id: the card does not name it in its metadata (the Hub would refuse it).
+        assert "base_model" not in front and tiny_model_dir not in card.split("---")[1]
+        assert front["library_name"] == "peft" and {"lora", "mssr", "mssr_full"} <= set(front["tags"])
+        assert front["model-index"][0]["name"] == "me/mssr-run"
+        scores = {r["task"]["name"]: r["metrics"][0]["value"] for r in front["model-index"][0]["results"]}
+        expected = {t: results["matrix"][k][i] for i, t in enumerate(["add", "sub", "mul"][: k + 1])}
+        assert scores == pytest.approx({**expected, "probe": results["probe"][k]}, abs=1e-4)
+        assert f'PeftModel.from_pretrained(base, "me/mssr-run", revision="{name}")' in card
         memory = load_state(stage, "memory")
         assert memory["stability"].numel() == 57 * (k + 1)  # 60 rows, 95% kept for training
 
@@ -137,6 +148,45 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
     assert branches == ["stage-00-add", "stage-01-sub", "stage-02-mul"]
     uploads = [(c[2], c[3]) for c in hub.calls if c[0] == "upload_folder"]
     assert ("stage-02-mul", str(out / "stage-02-mul")) in uploads and ("main", str(out / "stage-02-mul")) in uploads
+
+
+def test_push_honours_hub_revision_and_hub_private_repo(tiny_model_dir, tmp_path):
+    hub = RecordingHub()
+    runner(tiny_model_dir, tmp_path / "run", tasks=TASKS[:1], max_steps=1, hub_api=hub, push_to_hub=True,
+           hub_model_id="me/run", hub_revision="latest", hub_private_repo=True).run()  # fmt: skip
+    assert hub.calls[0] == ("create_repo", "me/run", {"private": True, "exist_ok": True, "repo_type": "model"})
+    assert hub.uploads() == [("stage-00-add", "stage-00-add"), ("stage-00-add", "latest")]
+    card = (tmp_path / "run" / "stage-00-add" / "README.md").read_text()
+    assert 'PeftModel.from_pretrained(base, "me/run", revision="stage-00-add")' in card
+    assert 'the latest stage is also at revision="latest"' in card
+
+
+def test_evaluation_reaches_tensorboard_on_one_global_step_axis(tiny_model_dir, tmp_path):
+    """report_to=["tensorboard"]: after each stage, every seen task's score and the running forgetting and BWT are
+    written at the stage's last global step (one axis across stages), with the plots as images; read back from the
+    event file."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    results = runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=3, report_to=["tensorboard"]).run()
+    event_files = list((out / "runs").rglob("events.out.tfevents.*"))
+    assert len(event_files) == 1  # the run's own folder; the stages' training logs are under their checkpoints/
+    events = EventAccumulator(str(event_files[0].parent), size_guidance={"images": 0})
+    events.Reload()
+
+    def series(tag):
+        return [(e.step, round(e.value, 5)) for e in events.Scalars(tag)]
+
+    matrix, metrics = results["matrix"], results["metrics"]
+    assert series("eval/score/add") == [(3, round(matrix[0][0], 5)), (6, round(matrix[1][0], 5))]
+    assert series("eval/score/sub") == [(6, round(matrix[1][1], 5))]
+    assert series("eval/stage") == [(3, 0.0), (6, 1.0)]
+    assert series("eval/average_forgetting") == [(3, 0.0), (6, round(metrics["average_forgetting"], 5))]
+    assert series("eval/backward_transfer")[-1] == (6, round(metrics["backward_transfer"], 5))
+    images = set(events.Tags()["images"])
+    assert {"plots/accuracy_matrix", "plots/task_scores", "plots/replay_timeline"} <= images
+    assert [e.step for e in events.Images("plots/accuracy_matrix")] == [3, 6]
+    assert events.Images("plots/accuracy_matrix")[-1].width > 100
 
 
 def test_a_failed_push_is_retried_and_the_run_says_what_is_unpublished(tiny_model_dir, tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import hub_metadata_problem
 
 import mssr_hf.hub
 from mssr_hf.hub import push_stage, stage_revision, write_model_card
@@ -59,6 +60,7 @@ def test_model_card_front_matter(tmp_path):
     assert front["library_name"] == "peft"
     assert front["pipeline_tag"] == "text-generation"
     assert front["tags"] == ["mssr", "continual-learning", "replay", "trl", "sft", "mssr_full"]
+    assert "datasets" not in front and "model-index" in front  # no Hub dataset ids given; the scores are there
     tasks = ["alpaca", "gsm8k", "math"]
     assert front["mssr"] == {"stage": 1, "task": "gsm8k", "tasks": tasks, "strategy": "mssr_full"}
 
@@ -85,8 +87,64 @@ def test_model_card_table_metrics_and_hyperparameters(tmp_path):
         assert row in hyper, row
     for hidden in ("hub_token", "HUB_TOKEN", "output_dir", "logging_steps"):
         assert hidden not in text
-    assert "PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), repo_or_dir)" in text
-    assert 'revision="stage-01-gsm8k"' in text
+    # Not published: the snippet loads the stage's folder.
+    assert 'base = AutoModelForCausalLM.from_pretrained("HuggingFaceTB/SmolLM2-135M-Instruct")' in text
+    assert 'model = PeftModel.from_pretrained(base, "path/to/stage-01-gsm8k")' in text
+
+
+def test_model_card_snippet_names_the_repo_and_the_stage_revision(tmp_path):
+    text = write_model_card(tmp_path, card_info(repo_id="me/mssr-run", latest_revision="latest")).read_text()
+    assert 'model = PeftModel.from_pretrained(base, "me/mssr-run", revision="stage-01-gsm8k")' in text
+    assert 'tokenizer = AutoTokenizer.from_pretrained("me/mssr-run", revision="stage-01-gsm8k")' in text
+    assert 'the latest stage is also at revision="latest"' in text
+    full = write_model_card(tmp_path / "full", card_info(peft=False, repo_id="me/run")).read_text()
+    assert 'model = AutoModelForCausalLM.from_pretrained("me/run", revision="stage-01-gsm8k")' in full
+
+
+def peft_card(folder: Path, base_model: str) -> None:
+    """The README PEFT writes next to an adapter it saves (its metadata, and its placeholder body)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "README.md").write_text(
+        f"---\nbase_model: {base_model}\nlibrary_name: peft\ntags:\n- base_model:adapter:{base_model}\n- lora\n"
+        "- sft\n- transformers\n- trl\n---\n\n# Model Card for Model ID\n\n[More Information Needed]\n"
+    )
+
+
+def test_model_card_builds_on_peft_metadata_and_names_only_hub_ids(tmp_path):
+    """Built on the card PEFT wrote: its tags are kept, its body replaced. ``base_model`` (and PEFT's tag naming it)
+    stays only when it is a Hub id; ``datasets`` lists the Hub ids of the tasks trained so far; the model-index holds
+    each of their scores after this stage, and the probe's."""
+    specs = [{"dataset": "vicgalle/alpaca-gpt4", "subset": None, "split": "train", "metric": "rouge_l"},
+             {"dataset": "openai/gsm8k", "subset": "main", "split": "test", "metric": "exact_match"},
+             {"dataset": None, "subset": None, "split": "train", "metric": "exact_match"},
+             {"dataset": "cais/mmlu", "subset": "all", "split": "test", "metric": "choice"}]  # fmt: skip
+    hub = tmp_path / "hub"
+    peft_card(hub, "HuggingFaceTB/SmolLM2-135M-Instruct")
+    front = front_matter(write_model_card(hub, card_info(task_specs=specs, repo_id="me/run")).read_text())
+    assert front["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert front["tags"][:5] == ["base_model:adapter:HuggingFaceTB/SmolLM2-135M-Instruct", "lora", "sft",
+                                 "transformers", "trl"]  # fmt: skip
+    assert {"mssr", "continual-learning", "replay", "mssr_full"} <= set(front["tags"])
+    assert front["datasets"] == ["vicgalle/alpaca-gpt4", "openai/gsm8k"]  # stages 0 and 1
+    index = front["model-index"][0]
+    assert index["name"] == "me/run"
+    results = [(r["task"]["name"], r["dataset"]["type"], r["dataset"].get("config"), r["dataset"]["split"],
+                r["metrics"][0]["type"], r["metrics"][0]["value"]) for r in index["results"]]  # fmt: skip
+    assert results == [
+        ("alpaca", "vicgalle/alpaca-gpt4", None, "train", "rouge", 0.5),
+        ("gsm8k", "openai/gsm8k", "main", "test", "exact_match", 0.4375),
+    ]  # the probe's score is None
+    assert "Model Card for Model ID" not in (hub / "README.md").read_text()
+
+    local_base = tmp_path / "models" / "my-base"
+    local_base.mkdir(parents=True)
+    local = tmp_path / "local"
+    peft_card(local, str(local_base))
+    text = write_model_card(local, card_info(base_model=str(local_base), task_specs=specs)).read_text()
+    front = front_matter(text)
+    assert "base_model" not in front and not any(str(local_base) in tag for tag in front["tags"])
+    assert str(local_base) not in text  # nor in the body: the snippet names the folder only
+    assert 'AutoModelForCausalLM.from_pretrained("path/to/my-base")' in text
 
 
 def test_model_card_without_probe_or_metrics(tmp_path):
@@ -95,6 +153,20 @@ def test_model_card_without_probe_or_metrics(tmp_path):
     assert "(probe)" not in text
     assert table_rows(text) == [["0 alpaca", "–", "–", "–"]]
     assert "**final_average**: –" in text
+
+
+def test_the_hub_stand_in_refuses_a_card_naming_a_local_base_model(tmp_path):
+    """The stand-in Hub of the publishing tests refuses what the Hub refuses (a card whose base_model is a local path,
+    as PEFT writes it for a local base model); the card write_model_card makes of that folder passes."""
+    local_base = tmp_path / "my-base"
+    local_base.mkdir()
+    stage = tmp_path / "stage-01-gsm8k"
+    peft_card(stage, str(local_base))
+    assert f'"base_model" with value "{local_base}" is not valid' in hub_metadata_problem(stage)
+    write_model_card(stage, card_info(base_model=str(local_base)))
+    assert hub_metadata_problem(stage) is None
+    write_model_card(stage, card_info(base_model="HuggingFaceTB/SmolLM2-135M-Instruct"))
+    assert hub_metadata_problem(stage) is None and "base_model: HuggingFaceTB" in (stage / "README.md").read_text()
 
 
 class RecordingClient:
@@ -133,6 +205,17 @@ def test_push_stage_creates_repo_branch_and_uploads_to_branch_and_main(tmp_path)
         assert upload["repo_id"] == "me/mssr-run" and upload["folder_path"] == str(tmp_path)
         assert {"checkpoints/*", "checkpoints/**"} <= set(upload["ignore_patterns"])
         assert "gsm8k" in upload["commit_message"]
+
+
+def test_push_stage_puts_the_latest_stage_on_hub_revision(tmp_path):
+    client = RecordingClient()
+    push_stage(tmp_path, "me/mssr-run", 1, "gsm8k", api=client, revision="latest")
+    branches = [c[2]["branch"] for c in client.calls if c[0] == "create_branch"]
+    assert branches == ["stage-01-gsm8k", "latest"]
+    assert [c[2]["revision"] for c in client.calls if c[0] == "upload_folder"] == ["stage-01-gsm8k", "latest"]
+    again = RecordingClient()
+    push_stage(tmp_path, "me/mssr-run", 0, "alpaca", api=again, revision="latest", main=False)  # a later one is there
+    assert [c[2]["revision"] for c in again.calls if c[0] == "upload_folder"] == ["stage-00-alpaca"]
 
 
 def test_push_stage_needs_a_repo_id(tmp_path):
