@@ -185,7 +185,7 @@ def cmd_report(argv: list[str]) -> int:
     try:
         from .plotting import render_plots
     except ModuleNotFoundError as error:
-        if error.name != "matplotlib":
+        if (error.name or "").partition(".")[0] != "matplotlib":
             raise
         raise MissingPackageError('mssr-hf report draws plots with matplotlib: pip install "mssr-hf[plots]"') from None
 

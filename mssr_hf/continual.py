@@ -611,7 +611,7 @@ def render_plots_if_installed(output_dir: Path, results: dict[str, Any]) -> list
     try:
         from .plotting import render_plots
     except ModuleNotFoundError as error:
-        if error.name != "matplotlib":
+        if (error.name or "").partition(".")[0] != "matplotlib":
             raise
         if not _PLOTS_SKIPPED:
             logger.warning('matplotlib is not installed: the run writes no plots (pip install "mssr-hf[plots]")')

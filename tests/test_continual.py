@@ -189,6 +189,26 @@ def test_evaluation_reaches_tensorboard_on_one_global_step_axis(tiny_model_dir, 
     assert events.Images("plots/accuracy_matrix")[-1].width > 100
 
 
+def test_a_run_without_matplotlib_trains_evaluates_and_saves_without_plots(tiny_model_dir, tmp_path, monkeypatch,
+                                                                         caplog):  # fmt: skip
+    """matplotlib is the `plots` extra: without it, a run finishes its stages as usual and says once that it draws no
+    plots."""
+    import sys
+
+    import mssr_hf.continual
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "mssr_hf.plotting", raising=False)
+    monkeypatch.setattr(mssr_hf.continual, "_PLOTS_SKIPPED", [])  # the note is given once per process
+    out = tmp_path / "run"
+    results = runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=1).run()
+    assert len(results["matrix"]) == 2 and layout.is_finished(out / "stage-01-sub")
+    assert not (out / "plots").exists()
+    assert (
+        caplog.text.count('matplotlib is not installed: the run writes no plots (pip install "mssr-hf[plots]")') <= 1
+    )
+
+
 def test_a_failed_push_is_retried_and_the_run_says_what_is_unpublished(tiny_model_dir, tmp_path):
     """Stage 0's push fails (and again after stage 1, which publishes): the run ends with an error naming stage 0 and
     carrying the results. Published stages are recorded apart from finished ones. A rerun while the Hub is down fails

@@ -2,6 +2,9 @@
 re-export names other modules own."""
 
 import ast
+import importlib.metadata
+import re
+import sys
 from pathlib import Path
 
 import mssr_hf
@@ -94,3 +97,56 @@ def test_metrics_re_exports_scoring_and_cl_metrics():
     assert sorted(metrics.__all__) == sorted(owners)
     for name, module in owners.items():
         assert getattr(metrics, name) is getattr(module, name), name
+
+
+def setup_requirements() -> tuple[set[str], dict[str, set[str]]]:
+    """The distributions setup.py requires, and those of each extra (names normalised), read from its source."""
+    tree = ast.parse((PACKAGE.parent / "setup.py").read_text())
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    values = {
+        k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("install_requires", "extras_require")
+    }
+
+    def names(requirements):
+        return {re.split(r"[<>=!~ \[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+
+    return names(values["install_requires"]), {k: names(v) for k, v in values["extras_require"].items()}
+
+
+def imported_distributions() -> dict[str, set[str]]:
+    """The distribution of every third-party module the package imports (anywhere), with the modules importing it."""
+    providers = importlib.metadata.packages_distributions()
+    found: dict[str, set[str]] = {}
+    for name, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names or top == "mssr_hf":
+                    continue
+                for distribution in providers.get(top, [top]):
+                    found.setdefault(distribution.lower().replace("_", "-"), set()).add(name)
+    return found
+
+
+def test_dependencies_are_what_the_package_imports():
+    """Every distribution install_requires names is imported, and every one imported is required or an extra's:
+    matplotlib (and pillow, which it brings) by the plots only, tokenizers by the tiny test model (a transformers
+    dependency)."""
+    required, extras = setup_requirements()
+    imported = imported_distributions()
+    assert required <= set(imported), sorted(required - set(imported))
+    optional = {
+        "matplotlib": {"mssr_hf.plotting"},
+        "pillow": {"mssr_hf.tracking"},
+        "tokenizers": {"mssr_hf.tiny_model"},
+    }
+    for distribution, modules in imported.items():
+        if distribution not in required:
+            assert modules <= optional.get(distribution, set()), (distribution, modules)
+    assert "matplotlib" in extras["plots"] and "tensorboard" in extras["tensorboard"] and "evaluate" not in required
+    assert extras["qlora"] == {"bitsandbytes"}

@@ -49,6 +49,15 @@ def test_train_sampler_hook():
     assert "self.get_train_dataloader()" in source(Trainer._inner_training_loop), VERSIONS
 
 
+def test_prepare_dataset_for_the_replay_bank():
+    """MSSRTrainer tokenizes a raw replay bank with the parent's own ``_prepare_dataset`` (the way the parent
+    tokenized the task, with the formatting function it kept) unless the parent skips preparation."""
+    assert parameters(SFTTrainer._prepare_dataset) == ["self", "dataset", "processing_class", "args", "packing",
+                                                       "formatting_func", "dataset_name"], VERSIONS  # fmt: skip
+    init = source(SFTTrainer.__init__)
+    assert "self._formatting_func = formatting_func" in init and "self._skip_prepare_dataset = (" in init, VERSIONS
+
+
 def test_prepare_inputs():
     """The ``loss`` baseline's probe forwards move their batches to the device with ``_prepare_inputs``."""
     assert parameters(Trainer._prepare_inputs) == ["self", "inputs"], VERSIONS
