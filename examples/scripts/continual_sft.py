@@ -1,5 +1,7 @@
 """Continual SFT over a task sequence with MSSR replay: YAML + flags -> MSSRConfig, TRL's ModelConfig and the
-runner's arguments, then ContinualRunner.
+runner's arguments, then ContinualRunner. It is `mssr-hf train` as a script (`accelerate launch -m mssr_hf.cli train`
+runs the same); the YAML file's `tasks` may declare tasks of your own next to built-in names
+(examples/configs/cpu_own_tasks.yaml).
 
 One GPU:
     accelerate launch --config_file examples/accelerate_configs/single_gpu.yaml examples/scripts/continual_sft.py \
