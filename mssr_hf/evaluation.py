@@ -93,24 +93,30 @@ def choice_loglikelihoods(
     """Log-likelihood of each of ``continuations[i]`` after ``prompts[i]``, divided by its token count when
     ``normalize``; each prompt fitted into ``max_length`` with room for its longest continuation (:func:`fit_prompt`).
 
-    One forward per ``batch_size`` prompts, over all their continuations: the rows are left-padded, with the position
-    ids an unpadded row would have, and only the logits of the last positions (those that predict a continuation) are
-    computed. The scores equal one forward per row up to float rounding (``tests/test_evaluation.py`` checks 1e-5).
+    One forward per ``batch_size`` prompts of similar lengths, over all their continuations: the rows are left-padded,
+    with the position ids an unpadded row would have, and only the logits of the last positions (those that predict
+    a continuation) are computed. The scores equal one forward per row up to float rounding
+    (``tests/test_evaluation.py`` checks 1e-5 on the tiny model).
 
     Returns:
         `list[list[float]]`: row i has one score per continuation of prompt i.
     """
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    scores: list[list[float]] = []
-    for start in range(0, len(prompts), batch_size):
-        rows, spans = [], []  # spans: (question, continuation ids)
-        for i in range(start, min(start + batch_size, len(prompts))):
-            conts = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in continuations[i]]
-            prompt_ids = tokenizer(prompts[i], add_special_tokens=False)["input_ids"]
-            prompt_ids = fit_prompt(prompt_ids, max_length, max(len(c) for c in conts))
+    questions = []  # per prompt: (fitted prompt ids, continuation ids)
+    for prompt, options in zip(prompts, continuations):
+        conts = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in options]
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        questions.append((fit_prompt(prompt_ids, max_length, max(len(c) for c in conts)), conts))
+    # Prompts of similar lengths share a forward, so that little of it is padding; scores go back to their prompts.
+    order = sorted(range(len(questions)), key=lambda i: len(questions[i][0]))
+    scores: list[list[float]] = [[] for _ in questions]
+    for start in range(0, len(order), batch_size):
+        rows, spans = [], []  # spans: (prompt index, continuation ids), one per row
+        for i in order[start : start + batch_size]:
+            prompt_ids, conts = questions[i]
             rows += [prompt_ids + c for c in conts]
-            spans += [(i - start, c) for c in conts]
+            spans += [(i, c) for c in conts]
         width = max(len(r) for r in rows)
         keep = max(len(c) for _, c in spans) + 1  # the last positions: each predicts a continuation token
         input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], device=device)  # (R, T), left-padded
@@ -119,13 +125,11 @@ def choice_loglikelihoods(
         logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                        logits_to_keep=keep).logits  # (R, keep, V)  # fmt: skip
         logprobs = torch.log_softmax(logits.float(), -1)
-        batch_scores: list[list[float]] = [[] for _ in range(min(batch_size, len(prompts) - start))]
-        for r, (question, cont) in enumerate(spans):
+        for r, (i, cont) in enumerate(spans):
             # Token j of the continuation sits at position width - len(cont) + j, predicted by the position before.
             at = torch.arange(keep - 1 - len(cont), keep - 1, device=device)
             total = logprobs[r, at, torch.tensor(cont, device=device)].sum().item()
-            batch_scores[question].append(total / max(len(cont), 1) if normalize else total)
-        scores += batch_scores
+            scores[i].append(total / max(len(cont), 1) if normalize else total)
     return scores
 
 
