@@ -40,6 +40,7 @@ setup(
             "ipykernel>=6",
             "matplotlib>=3.8",
             "tensorboard>=2.16",
+            "rouge-score>=0.1.2",  # the reference tests/test_scoring.py checks ROUGE-L against
         ],  # fmt: skip
         # Offline models and data used by the demo and benchmarks (the model package itself is installed with
         # --no-deps by scripts/setup-env.sh: its declared dependencies would compile llama.cpp), and the demo's plots.
