@@ -129,23 +129,25 @@ def build_runner(runner_args: RunnerArguments, args, model_args, hub_api=None):
         from .smollm2 import smollm2_dir
 
         model_args.model_name_or_path = str(smollm2_dir())
-    given = {key: getattr(model_args, key) for key in ("dtype", "attn_implementation")
-             if getattr(model_args, key) != defaults[key]}  # fmt: skip
+    # A ModelConfig field set in the config wins over model_init_kwargs only when they agree; at its default, it gives
+    # way to the same key in model_init_kwargs (the runner adds those).
     given_init = dict(args.model_init_kwargs or {})
     if "torch_dtype" in given_init:
         given_init.setdefault("dtype", given_init["torch_dtype"])
-    for key, value in given.items():
-        if given_init.get(key) not in (None, value):
-            raise InputError(f"{key}={value!r} and model_init_kwargs {key}={given_init[key]!r} disagree: give one")
+    fields = {"dtype": "dtype", "revision": "model_revision", "attn_implementation": "attn_implementation"}
+    init = {}
+    for key, field_name in fields.items():
+        value = getattr(model_args, field_name)
+        if value != defaults[field_name] and given_init.get(key) not in (None, value):
+            raise InputError(f"{field_name}={value!r} and model_init_kwargs {key}={given_init[key]!r} disagree")
+        init[key] = value if value != defaults[field_name] or key not in given_init else None
     if quantization is not None and "quantization_config" in given_init:
         raise InputError("load_in_4bit / load_in_8bit and model_init_kwargs quantization_config: give one")
-    init = {
-        "dtype": model_args.dtype if "dtype" not in given_init else None, "revision": model_args.model_revision,
-        "attn_implementation": model_args.attn_implementation, "quantization_config": quantization,
-        # A quantized model is loaded onto its process's own GPU (each process trains its own copy).
-        "device_map": {"": PartialState().local_process_index} if quantization and torch.cuda.is_available() else None,
-        "trust_remote_code": True if args.trust_remote_code else None,
-    }  # fmt: skip
+    init["quantization_config"] = quantization
+    # A quantized model is loaded onto its process's own GPU (each process trains its own copy).
+    on_gpu = quantization is not None and torch.cuda.is_available()
+    init["device_map"] = {"": PartialState().local_process_index} if on_gpu else None
+    init["trust_remote_code"] = True if args.trust_remote_code else None
     tasks = runner_args.tasks[0] if len(runner_args.tasks) == 1 else runner_args.tasks
     return ContinualRunner(
         model_args.model_name_or_path, tasks, args, peft_config=get_peft_config(model_args),

@@ -36,6 +36,10 @@ def test_model_settings_reach_from_pretrained(tiny_model_dir, tmp_path):
     model = runner._model_after(-1)  # the base model, as the first stage loads it
     assert model.config._attn_implementation == "eager" and next(model.parameters()).dtype == torch.bfloat16
 
+    config.write_text(TINY_CONFIG.read_text() + "model_init_kwargs: {revision: v1, torch_dtype: float16}\n")
+    runner = runner_for(config, tiny_model_dir, tmp_path)  # model_revision and dtype at their defaults give way
+    assert runner.model_init_kwargs == {"revision": "v1", "dtype": torch.float16}
+
     config.write_text(TINY_CONFIG.read_text() + "model_init_kwargs: {attn_implementation: sdpa}\n")
     with pytest.raises(InputError, match="attn_implementation='eager' and model_init_kwargs attn_implementation="):
         runner_for(config, tiny_model_dir, tmp_path, "--attn_implementation", "eager")

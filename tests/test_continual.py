@@ -197,8 +197,9 @@ def test_a_run_without_matplotlib_trains_evaluates_and_saves_without_plots(tiny_
 
     import mssr_hf.continual
 
+    for name in [n for n in sys.modules if n.startswith(("matplotlib.", "mssr_hf.plotting"))]:
+        monkeypatch.delitem(sys.modules, name)  # restored after the test
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "mssr_hf.plotting", raising=False)
     monkeypatch.setattr(mssr_hf.continual, "_PLOTS_SKIPPED", [])  # the note is given once per process
     out = tmp_path / "run"
     results = runner(tiny_model_dir, out, tasks=TASKS[:2], max_steps=1).run()
