@@ -575,11 +575,12 @@ def test_synthetic_transforms_by_hand(name, letters, answer):
 
 
 def test_synthetic_tasks_are_deterministic_distinct_and_held_out():
-    train, evaluation = synthetic_task("syn_reverse", size=400, seed=3).load()
-    again, _ = synthetic_task("syn_reverse", size=400, seed=3).load()
+    train, evaluation = synthetic_task("syn_reverse", size=400, seed=3, eval_size=50).load()
+    again, _ = synthetic_task("syn_reverse", size=400, seed=3, eval_size=50).load()
     assert list(train["prompt"]) == list(again["prompt"])
+    assert (len(train), len(evaluation)) == (350, 50)  # size distinct inputs, the last eval_size held out
     inputs = [p.removeprefix("reverse: ").removesuffix(" =") for p in [*train["prompt"], *evaluation["prompt"]]]
-    assert len(set(inputs)) == len(inputs) <= 400  # repeated inputs dropped: no evaluation input is trained on
+    assert len(set(inputs)) == len(inputs) == 400  # no input twice: no evaluation input is trained on
     assert all(3 <= len(i.split()) <= 5 and set(i.split()) <= set(ALPHABET) for i in inputs)
     for row in evaluation:
         assert row["reference"] == [" ".join(row["prompt"].split()[1:-1][::-1])]
@@ -603,3 +604,13 @@ def test_synthetic_task_rejects_bad_settings():
         synthetic_task("syn_nope")
     with pytest.raises(ValueError, match="min_len <= max_len"):
         synthetic_task("syn_copy", min_len=4, max_len=2)
+    # 8 + 64 distinct inputs of 1-2 letters: 100 cannot be drawn, and the evaluation split must leave training rows
+    with pytest.raises(ValueError, match="size <= 72"):
+        synthetic_task("syn_copy", size=100, min_len=1, max_len=2)
+    with pytest.raises(ValueError, match="eval_size < size"):
+        synthetic_task("syn_copy", size=300, eval_size=300)
+
+
+def test_builtin_synthetic_tasks_hold_out_200_evaluation_rows():
+    train, evaluation = get_task("syn_sort").load(1600, 200)
+    assert (len(train), len(evaluation)) == (1600, 200)

@@ -66,7 +66,7 @@ REASONING_GYM: dict[str, GymSkill] = {
     "rg_addition": GymSkill(
         "basic_arithmetic", 6, "add two numbers of one or two digits (reasoning-gym)",
         dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2, operators=("+",), allow_parentheses=False,
-             allow_negation=False), numeric=True, size=2000,
+             allow_negation=False), numeric=True, size=4500,
     ),
     "rg_syllogism": GymSkill("syllogism", 4, "does a conclusion follow from two premises? Yes or No (reasoning-gym)"),
     "rg_family_relationships": GymSkill(
@@ -76,7 +76,8 @@ REASONING_GYM: dict[str, GymSkill] = {
         "gsm_symbolic", 256, "GSM8K-style word problems with worked solutions (reasoning-gym)"
     ),
 }  # fmt: skip
-RG_SIZE = 1000  # generated examples per reasoning-gym task (before duplicate questions are dropped)
+RG_SIZE = 2000  # generated examples per reasoning-gym task (before duplicate questions are dropped): 5% (about
+# 100) are held out for evaluation
 
 # The English files of chatterbot-corpus 1.3 (data/english/<category>.yml).
 CHATTERBOT_CATEGORIES = (
@@ -121,7 +122,7 @@ def reasoning_gym_task(name: str, size: int | None = None, seed: int = 42) -> Ta
 
     Args:
         name (`str`): the task name, e.g. `"rg_basic_arithmetic"`.
-        size (`int`, *optional*): examples to generate (default: the skill's own size, else 1000); repeated
+        size (`int`, *optional*): examples to generate (default: the skill's own size, else 2000); repeated
             questions are dropped (the first kept), so that no evaluation question is also a training one.
         seed (`int`, *optional*, defaults to `42`): the generator's seed: the same seed gives the same rows.
 
@@ -247,7 +248,7 @@ def make_offline_task(name: str, size: int | None = None, seed: int = 42) -> Tas
 
     Args:
         name (`str`): `rg_<skill>` (see :data:`REASONING_GYM`), `champ_math` or `chatterbot_<category>`.
-        size (`int`, *optional*): examples to generate (reasoning-gym, default the skill's size or 1000) or to keep
+        size (`int`, *optional*): examples to generate (reasoning-gym, default the skill's size or 2000) or to keep
             (champ, chatterbot; default all).
         seed (`int`, *optional*, defaults to `42`): the same seed gives the same rows.
 

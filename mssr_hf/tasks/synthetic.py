@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from functools import partial
 
-from datasets import Dataset
+from datasets import Dataset, DatasetDict
 
 from ..errors import InputError
 from .extract import first_line
@@ -49,39 +49,50 @@ TRANSFORMS: dict[str, tuple[str, Callable[[list[str]], list[str]]]] = {
 }
 
 
-def synthetic_task(name: str, size: int = 2000, seed: int = 0, min_len: int = 3, max_len: int = 5) -> TaskSpec:
+def synthetic_task(
+    name: str, size: int = 2000, seed: int = 0, min_len: int = 3, max_len: int = 5, eval_size: int = 200
+) -> TaskSpec:
     """A generated letter-string task of :data:`TRANSFORMS`.
 
     Args:
         name (`str`): e.g. `"syn_reverse"`.
-        size (`int`, *optional*, defaults to `2000`): rows to generate; repeated inputs are dropped, so no evaluation
-            input is also a training one.
+        size (`int`, *optional*, defaults to `2000`): distinct inputs to generate (no input appears twice, so no
+            evaluation input is also a training one); the last ``eval_size`` of them form the evaluation split.
         seed (`int`, *optional*, defaults to `0`): the generator's seed (each task mixes its name in, so two tasks
             with one seed draw different inputs).
         min_len (`int`, *optional*, defaults to `3`), max_len (`int`, *optional*, defaults to `5`): input length.
+        eval_size (`int`, *optional*, defaults to `200`): inputs held out for evaluation.
     """
     if name not in TRANSFORMS:
         raise InputError(f"unknown synthetic task {name!r}; known: {', '.join(TRANSFORMS)}")
     if not 1 <= min_len <= max_len:
         raise InputError(f"synthetic task {name!r}: need 1 <= min_len <= max_len, got {min_len}, {max_len}")
+    possible = sum(len(ALPHABET) ** n for n in range(min_len, max_len + 1))
+    if not 0 <= eval_size < size <= possible:
+        raise InputError(
+            f"synthetic task {name!r}: need 0 <= eval_size < size <= {possible} (the distinct inputs of "
+            f"{min_len}-{max_len} letters), got eval_size={eval_size}, size={size}"
+        )
     word, transform = TRANSFORMS[name]
 
-    def source() -> Dataset:
+    def source() -> DatasetDict:
         rng = random.Random(f"{name}-{seed}")
         rows, seen = [], set()
-        for _ in range(size):
+        while len(rows) < size:
             letters = [rng.choice(ALPHABET) for _ in range(rng.randint(min_len, max_len))]
             if tuple(letters) not in seen:
                 seen.add(tuple(letters))
                 rows.append({"letters": " ".join(letters), "answer": " ".join(transform(letters))})
-        return Dataset.from_list(rows)
+        cut = size - eval_size
+        return DatasetDict({"train": Dataset.from_list(rows[:cut]), "test": Dataset.from_list(rows[cut:])})
 
     def to_example(row: dict) -> dict:
         return {"prompt": f"{word}: {row['letters']} =", "completion": f" {row['answer']}", "reference": row["answer"]}
 
     return TaskSpec(name, source, to_example, extract_answer=first_line, max_new_tokens=2 * max_len + 2,
-                    description=f"{word} a string of letters (generated)",
-                    metadata={"size": size, "seed": seed, "min_len": min_len, "max_len": max_len})  # fmt: skip
+                    eval_split="test", description=f"{word} a string of letters (generated)",
+                    metadata={"size": size, "seed": seed, "min_len": min_len, "max_len": max_len,
+                              "eval_size": eval_size})  # fmt: skip
 
 
 SYNTHETIC_TASKS: dict[str, Callable[[], TaskSpec]] = {name: partial(synthetic_task, name) for name in TRANSFORMS}
