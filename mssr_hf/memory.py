@@ -10,6 +10,11 @@ stored lazily (App. A, "Lazy update"): each sample keeps an anchor ``(anchor_ste
 hazard ``h``; ``m(t) = exp(log m_anchor - h (t - anchor))``. Everything is kept in log space, so no output
 overflows or underflows however long a sample goes unreviewed.
 
+Beyond the paper, the memory learns from what it observes: every repeat exposure of a sample shows how much it was
+forgotten, and two small per-task models (:class:`ForgettingModel`) are fitted online to those observations: of the
+loss rise since the previous exposure (``replay_weighting="calibrated"``) and of the loss *gap*, the loss minus the
+lowest loss the sample had had (``"forgotten"``, which selects within each task by the predicted gap).
+
 Hyperparameters have no defaults here: ``MSSRConfig`` holds them (the paper's values) and
 ``mssr_hf.mssr_config.memory_from_config`` passes them in. This module imports torch and numpy only: tensors in,
 tensors out.
@@ -26,7 +31,7 @@ import numpy as np
 import torch
 
 PHI_CHOICES = ("sigmoid", "identity", "power", "log")
-WEIGHTINGS = ("power", "gain", "calibrated")
+WEIGHTINGS = ("power", "gain", "calibrated", "forgotten")
 
 # SampleMemory's hyperparameters (its keyword arguments but ``seed``), in signature order: checked on construction,
 # recorded in ``state_dict`` and compared on load.
@@ -187,10 +192,10 @@ def gain_log_weights(log_m: torch.Tensor, elapsed: torch.Tensor, beta_m: float, 
 
 
 def calibrated_log_weights(predicted_rise: torch.Tensor, zeta: float) -> torch.Tensor:
-    r"""Unnormalised log replay weights from predicted loss rises (beyond the paper):
+    r"""Unnormalised log replay weights from predicted forgetting (a loss rise or a loss gap; beyond the paper):
     $\log w_i = \zeta\, \hat r_i / \sigma_{\hat r}$, with $\sigma_{\hat r}$ the standard deviation of the
     candidates' predictions, so that $\zeta$ is unit-free ($\zeta = 0$: uniform; large $\zeta$: the largest
-    predicted rises first)."""
+    predictions first)."""
     if predicted_rise.numel() < 2:
         return torch.zeros_like(predicted_rise)
     return zeta * predicted_rise / predicted_rise.std().clamp(min=1e-8)
@@ -246,6 +251,21 @@ def forgetting_features(elapsed: torch.Tensor, difficulty: torch.Tensor) -> torc
     return torch.stack([torch.ones_like(elapsed), torch.log1p(elapsed), difficulty.to(torch.float64)], dim=1)
 
 
+def gap_features(elapsed: torch.Tensor, last_gap: torch.Tensor) -> torch.Tensor:
+    r"""Features of the fitted gap model: $x = [1, \log(1 + \Delta t), g_{last}]$ with $\Delta t$ the memory time
+    since the sample's last exposure and $g_{last}$ its loss gap then (its loss minus the lowest loss it had had).
+
+    Args:
+        elapsed (`torch.Tensor`): $\Delta t \ge 0$, shape ``(n,)``.
+        last_gap (`torch.Tensor`): $g_{last}$, shape ``(n,)``.
+
+    Returns:
+        `torch.Tensor`: shape ``(n, 3)``, float64.
+    """
+    elapsed = elapsed.to(torch.float64).clamp(min=0.0)
+    return torch.stack([torch.ones_like(elapsed), torch.log1p(elapsed), last_gap.to(torch.float64)], dim=1)
+
+
 def ridge_solution(gram: torch.Tensor, moment: torch.Tensor, prior: torch.Tensor, strength: float) -> torch.Tensor:
     r"""Ridge regression towards a prior, one independent fit per group:
     $w_c = (A_c + \lambda I)^{-1} (b_c + \lambda w_0)$, with $A_c = \sum x x^\top$ and $b_c = \sum x y$ over the
@@ -266,24 +286,29 @@ def ridge_solution(gram: torch.Tensor, moment: torch.Tensor, prior: torch.Tensor
 class ForgettingModel:
     r"""A forgetting model fitted online to observed forgetting (beyond the paper).
 
-    Every exposure of a sample seen before is an observation: its loss now minus its loss at its previous exposure
-    (the loss *rise*) after $\Delta t$ memory time units. Samples are grouped into *cohorts* (the samples added to
-    the memory together: one task of a sequence), and each cohort gets its own linear model of the rise on
-    :func:`forgetting_features`, $\hat r = w_c^\top [1, \log(1+\Delta t), \hat\ell]$, fitted by ridge regression
-    towards the prior $w_0 = [0, \text{prior}, 0]$ (before any observation, the rise grows with the log of the time
-    unseen) with exponentially decayed evidence: each update multiplies the past statistics by ``decay``, so the
-    fit follows the interference of the current task.
+    Every exposure of a sample seen before is an observation of how much it was forgotten after $\Delta t$ memory
+    time units. :class:`SampleMemory` fits two such models: one of the loss *rise* since the sample's previous
+    exposure, on :func:`forgetting_features` $[1, \log(1+\Delta t), \hat\ell]$ (``replay_weighting="calibrated"``),
+    and one of the loss *gap*, the loss now minus the lowest loss the sample had had, on :func:`gap_features`
+    $[1, \log(1+\Delta t), g_{last}]$ (``"forgotten"``). Samples are grouped into *cohorts* (the samples added to
+    the memory together: one task of a sequence), and each cohort gets its own linear model $\hat y = w_c^\top x$,
+    fitted by ridge regression towards the prior $w_0 = [0, \text{prior}, \text{last\_weight}]$ (before any
+    observation, forgetting grows with the log of the time unseen, and a gap persists with weight ``last_weight``)
+    with exponentially decayed evidence: each update multiplies the past statistics by ``decay``, so the fit follows
+    the interference of the current task.
 
     Args:
         decay (`float`): weight kept by past evidence at each update, in (0, 1].
-        prior (`float`): prior slope of the rise on $\log(1 + \Delta t)$, >= 0.
+        prior (`float`): prior slope on $\log(1 + \Delta t)$, >= 0.
         strength (`float`, *optional*, defaults to `1.0`): ridge strength $\lambda$, in observations.
+        last_weight (`float`, *optional*, defaults to `0.0`): prior weight of the third feature.
     """
 
     dim = 3
 
-    def __init__(self, decay: float, prior: float, strength: float = 1.0):
+    def __init__(self, decay: float, prior: float, strength: float = 1.0, last_weight: float = 0.0):
         self.decay, self.prior, self.strength = float(decay), float(prior), float(strength)
+        self.last_weight = float(last_weight)
         self.gram = torch.zeros(0, self.dim, self.dim, dtype=torch.float64)  # (C, d, d)
         self.moment = torch.zeros(0, self.dim, dtype=torch.float64)  # (C, d)
         self.weights = torch.zeros(0, self.dim, dtype=torch.float64)  # (C, d): the current fit
@@ -293,7 +318,14 @@ class ForgettingModel:
 
     @property
     def prior_weights(self) -> torch.Tensor:
-        return torch.tensor([0.0, self.prior, 0.0], dtype=torch.float64)
+        return torch.tensor([0.0, self.prior, self.last_weight], dtype=torch.float64)
+
+    def reset(self, cohort: int) -> None:
+        """Drop the evidence of ``cohort`` (its fit returns to the prior); its calibration sums are kept."""
+        if 0 <= cohort < self.gram.shape[0]:
+            self.gram[cohort] = 0.0
+            self.moment[cohort] = 0.0
+            self.weights[cohort] = self.prior_weights
 
     def grow(self, cohorts: int) -> None:
         """Track ``cohorts`` cohorts (new ones start at the prior)."""
@@ -398,7 +430,8 @@ class SampleMemory:
 
     Every training exposure of a sample (its own stage or a replay) is an :meth:`observe` then a :meth:`review` at
     that step; :meth:`update_hazard` is the epoch-level update (``eq:epoch_update``), called every buffer refresh
-    and at stage boundaries.
+    and at stage boundaries. Each sample also keeps its latest and its lowest observed loss (``last_loss``,
+    ``best_loss``), from which the fitted forgetting models learn (:attr:`forgetting`, :attr:`gap_model`).
 
     Every hyperparameter is required: their defaults (the paper's Table ``tab:memory_hparams``, $\zeta$ from
     ``tab:replay_hparams``) live in one place, ``MSSRConfig``'s ``memory_*`` / ``replay_*`` fields, and
@@ -424,9 +457,10 @@ class SampleMemory:
         s_init (`float`): initial stability $S_{i,0} \in [S_{min}, S_{max}]$.
         sigma_s (`float`): std of the consolidation noise $\epsilon$, >= 0.
         zeta (`float`): prioritisation strength $\zeta \ge 0$ of ``eq:prob_weight``.
-        weighting (`str`): `power` ($m^{-\zeta}$), `gain` ($(1-m)^{\beta_m} e^{\rho\Delta t}$) or `calibrated`
+        weighting (`str`): `power` ($m^{-\zeta}$), `gain` ($(1-m)^{\beta_m} e^{\rho\Delta t}$), `calibrated`
             ($e^{\zeta \hat r / \sigma_{\hat r}}$, with $\hat r$ the loss rise predicted by the fitted
-            :class:`ForgettingModel`).
+            :class:`ForgettingModel`) or `forgotten` (the same form on $\hat g$, the predicted loss gap: how far a
+            sample's loss lies above the lowest it has had; used within each cohort, :attr:`stratified`).
         beta_m (`float`): exponent $\beta_m \ge 0$ of the `gain` weighting.
         calibration_decay (`float`): weight kept by the forgetting model's past evidence at each exposure, in (0, 1].
         calibration_prior (`float`): the forgetting model's prior slope of the loss rise on $\log(1 + \Delta t)$,
@@ -451,6 +485,7 @@ class SampleMemory:
             setattr(self, name, value)
         self.seed = int(seed)
         self.forgetting = ForgettingModel(self.calibration_decay, self.calibration_prior)
+        self.gap_model = ForgettingModel(self.calibration_decay, self.calibration_prior, last_weight=1.0)
 
         self.generator = torch.Generator().manual_seed(self.seed)
         self.clock = 0  # the latest step any update has been made at; time never runs backwards
@@ -464,6 +499,7 @@ class SampleMemory:
         self.log_m_anchor = torch.zeros(0, dtype=torch.float64)
         self.last_review = torch.zeros(0, dtype=torch.int64)
         self.last_loss = torch.zeros(0, dtype=torch.float64)  # raw loss at the latest observation (if seen)
+        self.best_loss = torch.zeros(0, dtype=torch.float64)  # lowest observed loss (if seen)
         self.cohort = torch.zeros(0, dtype=torch.int64)  # which extend() call added the sample
         self.time_segments: list[tuple[int, float, float]] = [(0, 0.0, 1.0)]  # see memory_time
         if num_samples < 0:
@@ -516,8 +552,13 @@ class SampleMemory:
         self.log_m_anchor = torch.cat([self.log_m_anchor, torch.zeros(n, **f64)])
         self.last_review = torch.cat([self.last_review, torch.full((n,), step, dtype=torch.int64)])
         self.last_loss = torch.cat([self.last_loss, torch.zeros(n, **f64)])
+        self.best_loss = torch.cat([self.best_loss, torch.zeros(n, **f64)])
         if n:
+            # The newest cohort's exposures so far were its own stage's learning, not forgetting: its gap fit
+            # starts once it is replayed.
+            self.gap_model.reset(self.num_cohorts - 1)
             self.cohort = torch.cat([self.cohort, torch.full((n,), self.num_cohorts, dtype=torch.int64)])
+            self.gap_model.grow(self.num_cohorts + 1)
             self.forgetting.grow(self.num_cohorts + 1)
         self.clock = step
         return torch.arange(start, start + n)
@@ -604,6 +645,9 @@ class SampleMemory:
             neg_log_m = -self.log_strength(ids, self.clock)
             rise = mean[before] - self.last_loss[ids]
             self.forgetting.update(self.cohort[ids], self._rise_features(ids, self.clock), rise, neg_log_m)
+            gap = mean[before] - self.best_loss[ids]
+            self.gap_model.update(self.cohort[ids], self._gap_features(ids, self.clock), gap, neg_log_m)
+        self.best_loss[uniq] = torch.where(self.seen[uniq], torch.minimum(self.best_loss[uniq], mean), mean)
         self.last_loss[uniq] = mean
         self.ema_loss[uniq] = ema_loss_update(self.ema_loss[uniq], mean, self.seen[uniq], self.ema_beta)
         self.seen[uniq] = True
@@ -614,6 +658,24 @@ class SampleMemory:
         step = self.clock if step is None else self._step(step)
         ids = torch.arange(len(self)) if ids is None else self._ids(ids)
         return self.forgetting.predict(self.cohort[ids], self._rise_features(ids, step))
+
+    def predicted_gap(self, ids: Any = None, step: int | None = None) -> torch.Tensor:
+        """How far the loss of ``ids`` lies above the lowest loss each had had, at ``step``, predicted by the fitted
+        gap model (:attr:`gap_model`). Shape ``(n,)``, float64."""
+        step = self.clock if step is None else self._step(step)
+        ids = torch.arange(len(self)) if ids is None else self._ids(ids)
+        return self.gap_model.predict(self.cohort[ids], self._gap_features(ids, step))
+
+    def _gap_features(self, ids: torch.Tensor, step: int) -> torch.Tensor:
+        """:func:`gap_features` of ``ids`` at ``step`` (a never-seen sample's gap is 0)."""
+        last_gap = torch.where(self.seen[ids], self.last_loss[ids] - self.best_loss[ids], 0.0)
+        return gap_features(self._elapsed(self.last_review[ids], step), last_gap)
+
+    @property
+    def stratified(self) -> bool:
+        """Whether selection keeps each cohort's share of the replay what uniform selection would give it and uses
+        the weights only within a cohort (``weighting="forgotten"``; see ``scheduler.stratified_choice``)."""
+        return self.weighting == "forgotten"
 
     def _rise_features(self, ids: torch.Tensor, step: int) -> torch.Tensor:
         """:func:`forgetting_features` of ``ids`` at ``step``: memory time since their last exposure, difficulty."""
@@ -692,6 +754,8 @@ class SampleMemory:
         ids = None if ids is None else self._ids(ids)
         if self.weighting == "calibrated":
             return calibrated_log_weights(self.predicted_rise(ids, step), self.zeta)
+        if self.weighting == "forgotten":
+            return calibrated_log_weights(self.predicted_gap(ids, step), self.zeta)
         log_m = self.log_strength(ids, step)
         if self.weighting == "power":
             return power_log_weights(log_m, self.zeta)
@@ -733,6 +797,8 @@ class SampleMemory:
             "log_m_anchor": self.log_m_anchor.clone(),
             "last_review": self.last_review.clone(),
             "last_loss": self.last_loss.clone(),
+            "best_loss": self.best_loss.clone(),
+            **{f"gap_{k}": v for k, v in self.gap_model.state_dict().items()},
             "cohort": self.cohort.clone(),
             "time_segments": [list(segment) for segment in self.time_segments],
             **{f"forgetting_{k}": v for k, v in self.forgetting.state_dict().items()},
@@ -777,5 +843,10 @@ class SampleMemory:
         self.time_segments = [(int(s), float(t), float(u)) for s, t, u in state.get("time_segments", [(0, 0.0, 1.0)])]
         self.forgetting = ForgettingModel(self.calibration_decay, self.calibration_prior)
         self.forgetting.grow(1 if n else 0)  # overwritten below by a saved fit of any size
+        self.best_loss = state.get("best_loss", self.last_loss).to(torch.float64).clone()
+        self.gap_model = ForgettingModel(self.calibration_decay, self.calibration_prior, last_weight=1.0)
+        self.gap_model.grow(1 if n else 0)
+        if "gap_gram" in state:
+            self.gap_model.load_state_dict({k: state[f"gap_{k}"] for k in ("gram", "moment", "scores")})
         if "forgetting_gram" in state:
             self.forgetting.load_state_dict({k: state[f"forgetting_{k}"] for k in ("gram", "moment", "scores")})
