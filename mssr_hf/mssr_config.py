@@ -21,7 +21,7 @@ from typing import Any
 from trl import SFTConfig
 
 from .memory import PHI_CHOICES, WEIGHTINGS, HyperparameterError, SampleMemory
-from .scheduler import STRATEGY_NAMES, ReplayStrategy, build_strategy
+from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_strategy
 
 
 @dataclass
@@ -66,10 +66,10 @@ class MSSRConfig(SFTConfig):
             `"epoch"` for the stage's optimizer steps per epoch of its task. The hazards, consolidation spacing,
             strength threshold and staleness cap run on memory time. `"1"` is the paper's main text (t counts
             steps); `"epoch"` its Algorithm 1.
-        memory_calibration_decay (`float`, *optional*, defaults to `0.99`): weight the fitted forgetting model keeps of
-            its past evidence at each exposure (used by `replay_weighting="calibrated"`).
-        memory_calibration_prior (`float`, *optional*, defaults to `0.1`): the forgetting model's prior slope of the
-            loss rise on log(1 + memory time unseen).
+        memory_calibration_decay (`float`, *optional*, defaults to `0.99`): weight the fitted forgetting models keep
+            of their past evidence at each exposure (used by `replay_weighting="calibrated"` and `"forgotten"`).
+        memory_calibration_prior (`float`, *optional*, defaults to `0.1`): the fitted forgetting models' prior slope
+            of the loss rise (or gap) on log(1 + memory time unseen).
 
         > Replay schedule (Sec. 3.2, App. B)
 
@@ -84,10 +84,16 @@ class MSSRConfig(SFTConfig):
         replay_lambda_min (`float`, *optional*, defaults to `0.05`): minimal replay ratio lambda_min.
         replay_beta_r (`float`, *optional*, defaults to `1e-5`): replay ratio decay rate beta_r.
         replay_zeta (`float`, *optional*, defaults to `1.0`): prioritisation strength zeta.
-        replay_weighting (`str`, *optional*, defaults to `"power"`): `power` (m^-zeta), `gain`, or `calibrated`
-            (by the loss rise predicted by a forgetting model fitted online to the observed rises; beyond the paper).
+        replay_weighting (`str`, *optional*, defaults to `"power"`): `power` (m^-zeta), `gain`, `calibrated` (by the
+            loss rise predicted by a forgetting model fitted online to the observed rises), or `forgotten` (each task
+            keeps the share uniform selection gives it; within a task, by how far a sample's loss is predicted to lie
+            above the lowest it has had, from a model fitted online to the observed gaps). The last two are beyond
+            the paper.
         replay_beta_m (`float`, *optional*, defaults to `1.0`): exponent beta_m of the `gain` weighting.
         replay_event_steps (`int`, *optional*, defaults to `1`): consecutive optimizer steps per replay event.
+        replay_ratio_profile (`str`, *optional*, defaults to `"constant"`): how the ratio varies within a stage, at
+            the same mean: `constant`, or `front` (half of it in a burst at the start of the stage, decaying over a
+            tenth of the stage; the new task moves the model most at first).
 
         > Replay buffer (App. E)
 
@@ -173,10 +179,20 @@ class MSSRConfig(SFTConfig):
     replay_zeta: float = field(default=1.0, metadata={"help": "Prioritisation strength zeta (p ~ m^-zeta)."})
     replay_weighting: str = field(
         default="power",
-        metadata={"help": "Replay weights: power (m^-zeta), gain, or calibrated.", "choices": list(WEIGHTINGS)},
+        metadata={
+            "help": "Replay weights: power (m^-zeta), gain, calibrated, or forgotten.",
+            "choices": list(WEIGHTINGS),
+        },
     )
     replay_beta_m: float = field(default=1.0, metadata={"help": "Exponent beta_m of the gain weighting."})
     replay_event_steps: int = field(default=1, metadata={"help": "Consecutive optimizer steps per replay event."})
+    replay_ratio_profile: str = field(
+        default="constant",
+        metadata={
+            "help": "How the ratio varies within a stage at the same mean: constant, or front (a burst at the start).",
+            "choices": list(RATIO_PROFILES),
+        },
+    )
 
     replay_buffer_size: int = field(default=1024, metadata={"help": "Active replay buffer size."})
     replay_refresh_interval: int = field(
@@ -317,6 +333,7 @@ FIELD_ARGUMENTS: dict[str, dict[str, str]] = {
         "replay_interval_unit": "interval_unit", "replay_fixed_interval": "fixed_interval",
         "replay_lambda0": "lambda0", "replay_lambda_min": "lambda_min", "replay_beta_r": "beta_r",
         "replay_threshold": "threshold", "replay_event_steps": "event_steps",
+        "replay_ratio_profile": "ratio_profile",
         "replay_probe_interval": "probe_interval", "replay_probe_threshold": "probe_threshold",
         "replay_eval_interval": "eval_interval", "replay_eval_drop": "eval_drop",
     },

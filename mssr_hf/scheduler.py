@@ -30,6 +30,7 @@ import torch
 from .memory import HyperparameterError, SampleMemory
 
 INTERVAL_PATTERNS = ("expanding", "fixed", "geometric", "ebbinghaus", "threshold")
+RATIO_PROFILES = ("constant", "front")
 STRATEGY_NAMES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
 
 # Review times of the classic spacing schedules (Table tab:scheduler_variants), in units of `interval_unit` steps.
@@ -122,6 +123,27 @@ def replay_times(
     raise ValueError(f"interval pattern must be one of {INTERVAL_PATTERNS[:-1]} or a list of steps, got {pattern!r}")
 
 
+def ratio_profile(profile: str, stage_step: int, num_steps: int) -> float:
+    r"""Factor on the replay ratio at relative step $r$ = ``stage_step`` of an $N$ = ``num_steps``-step stage; its
+    mean over the stage is 1, so a profile moves replay within a stage without changing how much is replayed.
+
+    - ``constant``: 1.
+    - ``front``: $\tfrac12 + \tfrac12\, e^{-(r-1)/\tau} / \overline{e^{-(r-1)/\tau}}$ with $\tau = N/10$: half the
+      budget spread evenly, half in a burst at the start of the stage, when the new task moves the model most (about
+      5.5 at the first step, below 1 after about a quarter of the stage, 0.5 at the end). Interval replay restarts at
+      every stage start for the same reason (``eq:interval_expand``).
+    """
+    if profile == "constant" or num_steps <= 0:
+        return 1.0
+    if profile == "front":
+        tau = num_steps / 10.0
+        r = min(max(stage_step, 1), num_steps) - 1
+        # the mean of e^{-r/tau} over r = 0..N-1 (a geometric series)
+        mean = (1.0 - math.exp(-num_steps / tau)) / (num_steps * (1.0 - math.exp(-1.0 / tau)))
+        return 0.5 + 0.5 * math.exp(-r / tau) / mean
+    raise ValueError(f"ratio profile must be one of {RATIO_PROFILES}, got {profile!r}")
+
+
 def replay_allowance(max_share: float, batch: int, stage_step: int, spent: int) -> int:
     r"""Replay samples a step may take under a replay budget: what the stage has earned by relative step
     ``stage_step`` (``max_share`` of each step's ``batch``) minus what it has ``spent``,
@@ -174,6 +196,34 @@ def weighted_choice(
     u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
     keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))
     return candidates[torch.topk(keys, k).indices]
+
+
+def stratified_choice(
+    candidates: torch.Tensor, groups: torch.Tensor, log_weights: torch.Tensor, k: int, generator: torch.Generator
+) -> torch.Tensor:
+    r"""``min(k, n)`` distinct entries of ``candidates``: how many come from each group is drawn exactly as uniform
+    selection would draw them (``k`` uniform picks, counted per group), and which ones within a group by
+    ``log_weights`` (Gumbel-top-k within the group). So the weights move replay between the samples of one group
+    (one task), never between groups.
+
+    Args:
+        candidates (`torch.Tensor`): shape ``(n,)``. groups (`torch.Tensor`): each candidate's group, ints >= 0,
+            shape ``(n,)``. log_weights (`torch.Tensor`): shape ``(n,)``. k (`int`): how many, >= 0.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    k = min(k, candidates.numel())
+    if k == 0:
+        return candidates[:0]
+    picks = uniform_choice(torch.arange(candidates.numel()), k, generator)
+    counts = torch.bincount(groups[picks], minlength=int(groups.max()) + 1)
+    u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
+    keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))
+    picked = []
+    for group in torch.nonzero(counts).flatten().tolist():
+        members = torch.nonzero(groups == group).flatten()
+        picked.append(candidates[members[torch.topk(keys[members], int(counts[group])).indices]])
+    return torch.cat(picked)
 
 
 def draw_buffer(
@@ -242,6 +292,7 @@ _RULES: dict[str, tuple[Callable[[Any, Mapping[str, Any]], bool], str]] = {
     "probe_threshold": _NON_NEGATIVE,
     "eval_interval": _INT_AT_LEAST_1,
     "eval_drop": _NON_NEGATIVE,
+    "ratio_profile": (lambda v, _: v in RATIO_PROFILES, f"use one of {RATIO_PROFILES}"),
 }
 
 
@@ -329,7 +380,10 @@ class _StrategyBase:
         if self.weighted:
             if memory is None:
                 raise ValueError(f"strategy {self.name!r} selects by memory weights and needs a SampleMemory")
-            return weighted_choice(candidates, memory.replay_log_weights(candidates, step), k, generator)
+            log_weights = memory.replay_log_weights(candidates, step)
+            if memory.stratified:
+                return stratified_choice(candidates, memory.cohort[candidates], log_weights, k, generator)
+            return weighted_choice(candidates, log_weights, k, generator)
         return uniform_choice(candidates, k, generator)
 
     def _check(self) -> None:
@@ -392,6 +446,7 @@ class IntervalReplay(_StrategyBase):
     beta_r: float
     decay_ratio: bool
     label: str
+    ratio_profile: str = "constant"
 
     def __post_init__(self) -> None:
         self.name = self.label
@@ -419,11 +474,13 @@ class IntervalReplay(_StrategyBase):
         return sorted(t for t in self._times if 1 <= t <= self.num_steps)
 
     def plan(self, step: int, memory: SampleMemory | None) -> float:
-        if self.bank_size == 0 or (step - self.stage_start) not in self._times:
+        relative = step - self.stage_start
+        if self.bank_size == 0 or relative not in self._times:
             return 0.0
-        if not self.decay_ratio:
-            return self.lambda0
-        return replay_ratio(step, self.lambda0, self.lambda_min, self.beta_r)
+        ratio = (
+            self.lambda0 if not self.decay_ratio else replay_ratio(step, self.lambda0, self.lambda_min, self.beta_r)
+        )
+        return ratio * ratio_profile(self.ratio_profile, relative, self.num_steps)
 
 
 @dataclass(kw_only=True)
@@ -555,6 +612,7 @@ def build_strategy(
     name: str, *, interval_pattern: str | Sequence[int], first_interval: float, eta_p: float, rho_p: float,
     interval_unit: int, fixed_interval: int, lambda0: float, lambda_min: float, beta_r: float, threshold: float,
     event_steps: int, probe_interval: int, probe_threshold: float, eval_interval: int, eval_drop: float,
+    ratio_profile: str = "constant",
 ) -> ReplayStrategy:  # fmt: skip
     """The strategy called ``name`` (one of :data:`STRATEGY_NAMES`).
 
@@ -584,11 +642,12 @@ def build_strategy(
     if name in ("fixed", "mssr_spl"):  # fixed intervals, constant ratio; mssr_spl selects by memory weights
         every = fixed_interval if name == "fixed" else first_interval
         return IntervalReplay(pattern="fixed", **{**schedule, "first_interval": every}, decay_ratio=False,
-                              weighted=name == "mssr_spl", label=name, event_steps=event_steps, **ratio)  # fmt: skip
+                              weighted=name == "mssr_spl", label=name, event_steps=event_steps,
+                              ratio_profile=ratio_profile, **ratio)  # fmt: skip
     weighted = name == "mssr_full"  # mssr_sch or mssr_full
     if interval_pattern == "threshold":
         return ThresholdReplay(threshold=threshold, min_gap=max(1, event_steps), weighted=weighted, label=name,
                                event_steps=event_steps, **ratio)  # fmt: skip
     pattern = interval_pattern if isinstance(interval_pattern, str) else [int(t) for t in interval_pattern]
     return IntervalReplay(pattern=pattern, decay_ratio=True, weighted=weighted, label=name, event_steps=event_steps,
-                          **schedule, **ratio)  # fmt: skip
+                          ratio_profile=ratio_profile, **schedule, **ratio)  # fmt: skip

@@ -1,5 +1,6 @@
-"""The memory's clock (``memory_time_unit``), the calibrated forgetting model, selection by predicted loss rise and
-the replay budget cap: hand-computed values and properties."""
+"""The memory's clock (``memory_time_unit``), the fitted forgetting models (loss rise and loss gap), selection by
+predicted rise and, within each task, by predicted gap, the replay budget cap and the within-stage ratio profile:
+hand-computed values and properties."""
 
 import math
 
@@ -14,10 +15,11 @@ from mssr_hf.memory import (
     ForgettingModel,
     calibrated_log_weights,
     forgetting_features,
+    gap_features,
     memory_time,
     ridge_solution,
 )
-from mssr_hf.scheduler import replay_allowance, weighted_choice
+from mssr_hf.scheduler import ratio_profile, replay_allowance, stratified_choice, uniform_choice, weighted_choice
 
 torch.set_num_threads(1)
 PROP = settings(max_examples=50, deadline=None)
@@ -201,6 +203,154 @@ class TestCalibratedSelection:
         bank = torch.arange(40)
         picks = torch.cat([weighted_choice(bank, mem.replay_log_weights(bank, 12), 5, g) for _ in range(200)])
         assert (picks < 20).float().mean() > 0.9  # uniform: 0.5
+
+
+# ================================================================================================================
+# The gap model and selection within each task ("forgotten")
+# ================================================================================================================
+
+
+class TestGapModel:
+    def test_features(self):
+        # [1, log(1 + dt), last gap]
+        assert_close(gap_features(t64(0, math.e - 1), t64(0.5, -0.2)), t64(1, 0, 0.5, 1, 1, -0.2).view(2, 3))
+
+    def test_best_loss_and_one_gap_observation_by_hand(self):
+        # Sample 0: loss 2.0 at step 0 (its first: best 2), 1.0 at step 10 (gap 1 - 2 = -1 after 10 steps, with a
+        # last gap of 0; new best 1), 1.5 at step 30. Prior w0 = [0, 0, 1] (calibration_prior 0), lambda = 1, no decay.
+        mem = make_memory(1, calibration_decay=1.0, calibration_prior=0.0)
+        mem.expose([0], [2.0], step=0)
+        mem.expose([0], [1.0], step=10)
+        assert_close(mem.best_loss, t64(1.0))
+        assert_close(mem.last_loss, t64(1.0))
+        # one observation x = [1, log 11, 0], y = -1. (I + x x^T)^-1 = I - x x^T / (1 + |x|^2) and x . w0 = 0, so
+        # w = w0 + x y / (1 + |x|^2)
+        x = t64(1, math.log(11), 0)
+        assert_close(mem.gap_model.weights[0], t64(0, 0, 1) + x * -1.0 / (1 + x @ x))
+        # the prediction at step 30: last gap 1.0 - 1.0 = 0, 20 steps unseen
+        w = mem.gap_model.weights[0]
+        assert_close(mem.predicted_gap([0], step=30), (w * t64(1, math.log(21), 0)).sum().view(1))
+        mem.expose([0], [1.5], step=30)  # gap 1.5 - 1 = 0.5: the second observation
+        assert float(mem.gap_model.scores[0]) == 2.0 and float(mem.best_loss) == 1.0
+
+    def test_a_cohorts_gap_fit_starts_when_the_next_cohort_arrives(self):
+        # Exposures in a task's own stage are learning, not forgetting: adding the next cohort (the next stage)
+        # returns the previous one's gap fit to the prior; the rise model keeps its evidence.
+        mem = make_memory(calibration_decay=1.0)
+        first = mem.extend(3, step=0)
+        for step in (1, 2, 3):
+            mem.expose(first, t64(3.0 - step, 2.5 - step, 2.0), step)
+        assert not torch.equal(mem.gap_model.weights[0], mem.gap_model.prior_weights)
+        rise_fit = mem.forgetting.weights[0].clone()
+        mem.extend(2, step=3)
+        assert_close(mem.gap_model.weights, mem.gap_model.prior_weights.expand(2, 3))
+        assert float(mem.gap_model.gram.abs().sum()) == 0.0
+        assert_close(mem.forgetting.weights[0], rise_fit)
+
+    def test_state_round_trips(self):
+        mem = make_memory(4, weighting="forgotten")
+        mem.expose([0, 1, 2], [2.0, 1.0, 3.0], step=1)
+        mem.expose([0, 1], [1.5, 2.5], step=5)
+        other = make_memory(4, weighting="forgotten")
+        other.load_state_dict(mem.state_dict())
+        assert torch.equal(other.best_loss, mem.best_loss)
+        assert_close(other.predicted_gap(step=9), mem.predicted_gap(step=9))
+
+
+class TestStratifiedSelection:
+    def test_each_group_gets_what_uniform_selection_gives_it(self):
+        # 10 of 40 candidates in groups of 10 / 30: on average 2.5 / 7.5 picks, whatever the weights
+        groups = torch.tensor([0] * 10 + [1] * 30)
+        log_w = torch.cat([torch.full((10,), -50.0), torch.full((30,), 50.0)]).double()  # weights favour group 1
+        g = torch.Generator().manual_seed(0)
+        counts = torch.stack([torch.bincount(groups[stratified_choice(torch.arange(40), groups, log_w, 10, g)],
+                                             minlength=2) for _ in range(2000)]).double()  # fmt: skip
+        assert_close(counts.mean(0), t64(2.5, 7.5), rtol=0, atol=0.1)
+        assert torch.equal(counts.sum(1), torch.full((2000,), 10.0, dtype=torch.float64))
+
+    @PROP
+    @given(sizes=st.lists(st.integers(1, 8), min_size=1, max_size=4), k=st.integers(0, 12), seed=st.integers(0, 99))
+    def test_within_a_group_the_largest_weights_come_first(self, sizes, k, seed):
+        groups = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+        n = groups.numel()
+        log_w = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).double() * 1e6  # distinct, extreme
+        picked = stratified_choice(torch.arange(n), groups, log_w, k, torch.Generator().manual_seed(seed))
+        assert picked.numel() == min(k, n) == torch.unique(picked).numel()
+        for group in range(len(sizes)):
+            members = torch.nonzero(groups == group).flatten()
+            chosen = set(picked.tolist()) & set(members.tolist())
+            best = members[torch.argsort(log_w[members], descending=True)[: len(chosen)]]
+            assert chosen == set(best.tolist())
+
+    def test_the_memory_replays_within_each_task_the_samples_predicted_most_forgotten(self):
+        """Task 0's first 5 samples were still far above their best loss when last seen, its other 5 back at it; task
+        1 is untouched. 'forgotten' keeps the tasks' uniform shares and, within task 0, takes the forgotten ones."""
+        mem = make_memory(weighting="forgotten", zeta=50.0, calibration_decay=1.0)
+        first = mem.extend(10, step=0)
+        mem.expose(first, torch.full((10,), 0.1, dtype=torch.float64), 1)  # learned in its stage: best 0.1
+        second = mem.extend(10, step=1)
+        mem.expose(second, torch.full((10,), 0.1, dtype=torch.float64), 2)
+        for step in (3, 6, 9):  # replays of task 0: half forgotten (loss 2.0), half retained (0.1)
+            mem.expose(first, torch.cat([torch.full((5,), 2.0), torch.full((5,), 0.1)]).double(), step)
+        gap = mem.predicted_gap(first, step=12)
+        assert float(gap[:5].min()) > float(gap[5:].max())
+        assert mem.stratified
+        from mssr_hf.scheduler import _StrategyBase  # the shared select() of every strategy
+
+        strategy = _StrategyBase(weighted=True, event_steps=1)
+        g = torch.Generator().manual_seed(0)
+        bank = torch.arange(20)
+        picks = [strategy.select(bank, 4, 12, mem, g) for _ in range(300)]
+        from_first = torch.cat([p[p < 10] for p in picks])
+        assert abs(sum(int((p < 10).sum()) for p in picks) / (4 * 300) - 0.5) < 0.05  # task shares stay uniform
+        assert (from_first < 5).float().mean() > 0.95  # within task 0: the forgotten half
+
+    def test_uniform_selection_draws_the_same_group_counts(self):
+        # The group counts are those of a uniform draw from the same generator state: the weights never move replay
+        # between groups.
+        groups = torch.tensor([0, 0, 1, 1, 1, 2])
+        log_w = t64(9, -9, 9, -9, 0, 3)
+        for seed in range(20):
+            picked = stratified_choice(torch.arange(6), groups, log_w, 3, torch.Generator().manual_seed(seed))
+            uniform = uniform_choice(torch.arange(6), 3, torch.Generator().manual_seed(seed))
+            assert torch.equal(
+                torch.bincount(groups[picked], minlength=3), torch.bincount(groups[uniform], minlength=3)
+            )
+
+
+# ================================================================================================================
+# The ratio profile within a stage
+# ================================================================================================================
+
+
+class TestRatioProfile:
+    @PROP
+    @given(num_steps=st.integers(1, 3000), profile=st.sampled_from(["constant", "front"]))
+    def test_the_mean_over_a_stage_is_one(self, num_steps, profile):
+        values = [ratio_profile(profile, r, num_steps) for r in range(1, num_steps + 1)]
+        assert math.fsum(values) / num_steps == pytest.approx(1.0, rel=1e-9)
+        assert all(v > 0 for v in values)
+
+    def test_front_by_hand(self):
+        # N = 10, tau = 1: mean of e^-r over r = 0..9 is (1 - e^-10) / (10 (1 - e^-1)); factor = 0.5 + 0.5 e^-r / mean
+        mean = (1 - math.exp(-10)) / (10 * (1 - math.exp(-1)))
+        assert ratio_profile("front", 1, 10) == pytest.approx(0.5 + 0.5 / mean)
+        assert ratio_profile("front", 4, 10) == pytest.approx(0.5 + 0.5 * math.exp(-3) / mean)
+        assert ratio_profile("front", 12, 10) == ratio_profile("front", 10, 10)  # past the stage: its last value
+        assert ratio_profile("constant", 7, 10) == 1.0
+        with pytest.raises(ValueError, match="ratio profile"):
+            ratio_profile("late", 1, 10)
+
+    def test_a_strategy_scales_its_ratio_by_the_profile(self):
+        from conftest import make_strategy
+
+        strategy = make_strategy("fixed", fixed_interval=1, lambda0=0.1, ratio_profile="front")
+        strategy.begin_stage(100, 10, torch.arange(5))
+        assert strategy.plan(101, None) == pytest.approx(0.1 * ratio_profile("front", 1, 10))
+        assert strategy.plan(110, None) == pytest.approx(0.1 * ratio_profile("front", 10, 10))
+        flat = make_strategy("fixed", fixed_interval=1, lambda0=0.1)
+        flat.begin_stage(100, 10, torch.arange(5))
+        assert flat.plan(101, None) == pytest.approx(0.1)
 
 
 # ================================================================================================================

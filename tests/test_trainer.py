@@ -547,7 +547,7 @@ def test_tensorboard_logs_replay_stats(tiny_model_dir, tmp_path):
      ("replay_buffer_size", 0), ("replay_interval_pattern", "3,0"), ("replay_first_interval", 0),
      ("packing", True), ("padding_free", True), ("replay_weighting", "rank"), ("replay_threshold", 1.0),
      ("per_device_train_batch_size", 0), ("gradient_accumulation_steps", 0), ("max_steps", 0), ("max_steps", -5),
-     ("num_train_epochs", 0)],
+     ("num_train_epochs", 0), ("replay_ratio_profile", "late")],
 )  # fmt: skip
 def test_bad_config_values_name_the_field(tmp_path, field, value):
     with pytest.raises(ValueError, match=field):
