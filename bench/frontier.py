@@ -20,6 +20,9 @@ SELECTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     UNIFORM: ("fixed", {}),
     "memory": ("mssr_spl", {}),
     "calibrated": ("mssr_spl", {"replay_weighting": "calibrated"}),
+    "forgotten": ("mssr_spl", {"replay_weighting": "forgotten"}),
+    "uniform_front": ("fixed", {"replay_ratio_profile": "front"}),
+    "forgotten_front": ("mssr_spl", {"replay_weighting": "forgotten", "replay_ratio_profile": "front"}),
 }
 
 

@@ -94,8 +94,8 @@ TIERS: dict[str, dict[str, Any]] = {
     "R": dict(
         tasks=["rg_word_reversal", "rg_addition", "rg_syllogism"],  # demo_3: the demo's sequence
         dev_tasks=["rg_family_relationships", "rg_word_reversal", "rg_letter_counting"],
-        model="smollm2", peft=True, seeds=[0], steps=30, batch_size=8, learning_rate=2e-3, max_length=128,
-        train_size=400, eval_size=50, eval_batch_size=25, threads=1, mssr={},
+        model="smollm2", peft=True, seeds=[0, 1, 2], steps=30, batch_size=8, learning_rate=2e-3, max_length=128,
+        train_size=400, eval_size=100, eval_batch_size=50, threads=1, mssr={},
     ),
 }
 # fmt: on
@@ -108,13 +108,16 @@ def variants(ablation: str | None, strategies: list[str]) -> list[tuple[str, str
     """(variant name, replay_strategy, MSSRConfig overrides) to run."""
     if ablation is None:
         out = []
+        # Classical experience replay draws uniformly from the whole bank: no staleness cap (which would put the
+        # longest-unreviewed samples first, whatever the rule).
+        every_step = {"replay_staleness_cap": 0}
         for name in strategies:
             if name == "er":
-                out.append(("er", "fixed", {"replay_fixed_interval": 1}))
-            elif name == "er_budget":
-                out.append(("er_budget", "fixed", {"replay_fixed_interval": 1}))  # ratio set from mssr_full's run
+                out.append(("er", "fixed", {**every_step, "replay_fixed_interval": 1}))
+            elif name == "er_budget":  # ratio set from mssr_full's run
+                out.append(("er_budget", "fixed", {**every_step, "replay_fixed_interval": 1}))
             elif name == "er_mssr":  # MSSR's memory-weighted sampler at er's budget: a fraction of every batch
-                out.append(("er_mssr", "mssr_spl", {"replay_first_interval": 1}))
+                out.append(("er_mssr", "mssr_spl", {**every_step, "replay_first_interval": 1}))
             else:
                 out.append((name, name, {}))
         return out
@@ -182,7 +185,8 @@ class ExposureLog:
         self.bounds = torch.tensor(task_bounds, dtype=torch.int64)
         self.stage_steps = stage_steps
         self.learned_loss = torch.zeros(0, dtype=torch.float64)  # per id: loss at the end of its task's stage
-        # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage, loss, predicted rise)
+        # per exposure call: (neg_log_m, elapsed, ema, stability, rise, task, stage, loss, predicted rise,
+        # predicted gap, gap: loss above the sample's best loss)
         self.rows: list[Any] = []
         self.stages_done = 0
         self.seconds = 0.0
@@ -205,7 +209,8 @@ class ExposureLog:
                 memory.stability[r], losses[replay] - learned[replay],
                 torch.bucketize(r, self.bounds, right=True).double(),
                 torch.full((r.numel(),), float(stage), dtype=torch.float64), losses[replay],
-                memory.predicted_rise(r, step),
+                memory.predicted_rise(r, step), memory.predicted_gap(r, step),
+                losses[replay] - memory.best_loss[r],
             ], dim=1))  # fmt: skip
 
     def callback(self):
@@ -270,6 +275,14 @@ class ExposureLog:
             "spearman_forgetting_loss": spearman(rows[:, 0], rows[:, 7]),  # against the loss itself
             "spearman_predicted": spearman(rows[:, 8], rise),  # the fitted forgetting model's prediction
             "top20_rise": float(rise[top].mean()),
+            "spearman_gap": spearman(rows[:, 9], rows[:, 10]),  # the gap model's prediction against the gap
+            "mean_gap": float(rows[:, 10].mean()),
+            # replayed samples per (stage, task): how a rule spread its budget
+            "replays_by_stage_task": {
+                f"{int(st)}/{int(tk)}": int(((rows[:, 6] == st) & (rows[:, 5] == tk)).sum())
+                for st in np.unique(rows[:, 6])
+                for tk in np.unique(rows[:, 5])
+            },
         }
 
 
@@ -290,8 +303,11 @@ def _ranks(values):
     return (sums / counts)[inverse]
 
 
-def run_one(tier, tasks, variant: str, strategy: str, overrides: dict, seed: int, workdir: Path) -> dict[str, Any]:
-    """Train and evaluate the whole sequence once; returns the run's record."""
+def run_one(
+    tier, tasks, variant: str, strategy: str, overrides: dict, seed: int, workdir: Path, callbacks=()
+) -> dict[str, Any]:
+    """Train and evaluate the whole sequence once; returns the run's record. ``callbacks`` (TrainerCallbacks) join
+    every stage's trainer."""
     import shutil
 
     import torch
@@ -319,7 +335,7 @@ def run_one(tier, tasks, variant: str, strategy: str, overrides: dict, seed: int
     runner = ContinualRunner(
         model, tasks, args, tokenizer=tokenizer, peft_config=peft_config, eval_size=tier["eval_size"],
         train_size=tier["train_size"], eval_batch_size=tier["eval_batch_size"],
-        callbacks=[log.callback()] if strategy != "none" else [], exposure_listeners=[log.record],
+        callbacks=[*callbacks, *([log.callback()] if strategy != "none" else [])], exposure_listeners=[log.record],
     )  # fmt: skip
     start = time.perf_counter()
     results = runner.run()
@@ -371,7 +387,11 @@ def summarize(records: list[dict[str, Any]], order: list[str]) -> dict[str, Any]
             row[key] = mean_std([r.get(key) for r in runs])
         calibrations = [r["calibration"] for r in runs if r.get("calibration")]
         if calibrations:
-            keys = [k for k in calibrations[0] if all(k in c for c in calibrations)]
+            keys = [
+                k
+                for k, v in calibrations[0].items()
+                if isinstance(v, (int, float)) and all(k in c for c in calibrations)
+            ]
             row["calibration"] = {k: mean_std([c[k] for c in calibrations]) for k in keys}
         if ref_train:
             row["train_time_vs_fixed"] = row["train_seconds"][0] / ref_train
@@ -504,6 +524,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME=STRATEGY[,FIELD=VALUE...]",
         help="extra selection rules for --frontier, e.g. power_z0.1=mssr_spl,replay_zeta=0.1",
     )
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        metavar="NAME",
+        help="run only these selection rules of --frontier (default: every built-in and --selection rule)",
+    )
     p.add_argument("--seeds", nargs="+", type=int)
     p.add_argument("--steps", type=int, help="steps per stage (default: the tier's)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "retention")
@@ -595,6 +621,11 @@ def main(argv: list[str] | None = None) -> int:
     plan = variants(a.ablation, a.strategies) + [parse_variant(text) for text in a.variant]
     if a.frontier is not None:
         selections = {**frontier.SELECTIONS, **{n: (s, o) for n, s, o in map(parse_variant, a.selection)}}
+        if a.rules:
+            unknown = sorted(set(a.rules) - set(selections))
+            if unknown:
+                raise SystemExit(f"--rules {unknown}: not a selection rule; known: {sorted(selections)}")
+            selections = {n: selections[n] for n in a.rules}
         plan += frontier.frontier_variants(a.frontier or list(frontier.SHARES), selections)
     if "er_budget" in [v for v, _, _ in plan] and "mssr_full" in [v for v, _, _ in plan]:
         plan.sort(key=lambda v: v[0] == "er_budget")  # er_budget needs mssr_full's replay count of the same seed
