@@ -66,7 +66,7 @@ import frontier  # noqa: E402
 from common import ROOT, machine_line, tiny_model_dir  # noqa: E402
 
 STRATEGIES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
-EXTRA = ("er", "er_budget", "er_mssr")
+EXTRA = ("er", "er_budget", "er_mssr", "recommended")
 ABLATIONS: dict[str, tuple[str, list]] = {
     "lambda0": ("replay_lambda0", [0.05, 0.1, 0.2, 0.3]),
     "buffer": ("replay_buffer_size", [512, 1024, 2048, 4096]),
@@ -110,10 +110,13 @@ def variants(ablation: str | None, strategies: list[str]) -> list[tuple[str, str
         out = []
         # Classical experience replay draws uniformly from the whole bank: no staleness cap (which would put the
         # longest-unreviewed samples first, whatever the rule).
+        # (replay_lambda_min, unused by `fixed`, is 0 as in the frontier's uniform rule: the same run.)
         every_step = {"replay_staleness_cap": 0}
         for name in strategies:
             if name == "er":
-                out.append(("er", "fixed", {**every_step, "replay_fixed_interval": 1}))
+                out.append(("er", "fixed", {**every_step, "replay_fixed_interval": 1, "replay_lambda_min": 0.0}))
+            elif name == "recommended":  # MSSRConfig(replay_preset="recommended"), every other field the tier's
+                out.append(("recommended", "mssr_full", {"replay_preset": "recommended"}))
             elif name == "er_budget":  # ratio set from mssr_full's run
                 out.append(("er_budget", "fixed", {**every_step, "replay_fixed_interval": 1}))
             elif name == "er_mssr":  # MSSR's memory-weighted sampler at er's budget: a fraction of every batch
@@ -303,6 +306,38 @@ def _ranks(values):
     return (sums / counts)[inverse]
 
 
+def run_settings(tier: dict[str, Any], overrides: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The MSSRConfig settings of one run besides ``output_dir`` and ``replay_strategy``: the tier's training
+    settings, the paper's step counts scaled to the tier's stages (except those a preset sets), the tier's MSSR
+    settings, then ``overrides``."""
+    from mssr_hf.mssr_config import scaled_replay_settings
+
+    steps = tier["steps"]
+    preset = overrides.get("replay_preset", tier["mssr"].get("replay_preset"))
+    return {
+        **dict(
+            max_steps=steps, per_device_train_batch_size=tier["batch_size"], gradient_accumulation_steps=1,
+            learning_rate=tier["learning_rate"], lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
+            max_length=tier["max_length"], logging_steps=max(1, steps // 10), save_strategy="no", seed=seed,
+            data_seed=seed, report_to=[], bf16=False, use_cpu=True, disable_tqdm=True,
+        ),
+        **scaled_replay_settings(steps, preset),
+        **tier["mssr"],
+        **overrides,
+    }  # fmt: skip
+
+
+def resolved_replay_settings(tier: dict[str, Any], strategy: str, overrides: dict[str, Any], seed: int) -> dict:
+    """Every replay and memory field of the run's MSSRConfig after presets: two variants with equal ones train the
+    same run (e.g. ``er`` and ``uniform@0.3``)."""
+    from mssr_hf.mssr_config import MSSRConfig
+
+    args = MSSRConfig(output_dir="unused", replay_strategy=strategy, **run_settings(tier, overrides, seed))
+    return {
+        k: v for k, v in sorted(vars(args).items()) if k.startswith(("replay_", "memory_")) and k != "replay_preset"
+    }
+
+
 def run_one(
     tier, tasks, variant: str, strategy: str, overrides: dict, seed: int, workdir: Path, callbacks=()
 ) -> dict[str, Any]:
@@ -313,22 +348,14 @@ def run_one(
     import torch
 
     from mssr_hf.continual import ContinualRunner
-    from mssr_hf.mssr_config import MSSRConfig, scaled_replay_settings
+    from mssr_hf.mssr_config import MSSRConfig
 
     torch.set_num_threads(tier["threads"])
     model, tokenizer, peft_config = build_model(tier, tasks, seed, workdir)
     steps = tier["steps"]
     out = workdir / "runs" / f"{variant}-seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
-    settings = dict(
-        max_steps=steps, per_device_train_batch_size=tier["batch_size"], gradient_accumulation_steps=1,
-        learning_rate=tier["learning_rate"], lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
-        max_length=tier["max_length"], logging_steps=max(1, steps // 10), save_strategy="no", seed=seed,
-        data_seed=seed, report_to=[], bf16=False, use_cpu=True, disable_tqdm=True,
-        **scaled_replay_settings(steps),
-    )  # fmt: skip
-    settings.update(tier["mssr"])
-    settings.update(overrides)
+    settings = run_settings(tier, overrides, seed)
     args = MSSRConfig(output_dir=str(out), replay_strategy=strategy, **settings)
     sizes = [len(t.load(tier["train_size"], tier["eval_size"])[0]) for t in tasks]
     log = ExposureLog(list(itertools.accumulate(sizes))[:-1], steps)
@@ -353,6 +380,7 @@ def run_one(
         / max(1, sum(s["steps"] for s in stages[1:]) * tier["batch_size"]),
         "wall_seconds": wall, "calibration": log.summary(),
         "settings": {k: v for k, v in settings.items() if k.startswith("replay_") or k in ("max_steps", "seed")},
+        "resolved": resolved_replay_settings(tier, strategy, overrides, seed),
     }  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)  # adapters/checkpoints of every stage: not needed once scored
     return record
@@ -578,6 +606,14 @@ def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir
                 continue
             if variant == "er_budget":
                 overrides = {**overrides, **budget_settings(out, seed, tier, len(tasks))}
+            resolved = resolved_replay_settings(tier, strategy, overrides, seed)
+            same = [r for r in map(json.loads, map(Path.read_text, (out / "runs").glob(f"*-seed{seed}.json")))
+                    if r.get("resolved") == resolved and r["seed"] == seed]  # fmt: skip
+            if same:  # the same run under another name: training is deterministic, so it is not repeated
+                record = {**same[0], "variant": variant, "same_run_as": same[0]["variant"], "overrides": overrides}
+                path.write_text(json.dumps(record, indent=1) + "\n")
+                print(f"[{name}] {variant} seed {seed}: the same run as {same[0]['variant']}", flush=True)
+                continue
             print(f"[{name}] {variant} seed {seed}: {' -> '.join(t.name for t in tasks)}", flush=True)
             record = run_one(tier, tasks, variant, strategy, overrides, seed, workdir)
             path.write_text(json.dumps(record, indent=1) + "\n")

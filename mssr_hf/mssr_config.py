@@ -24,6 +24,21 @@ from .memory import PHI_CHOICES, WEIGHTINGS, HyperparameterError, SampleMemory
 from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_strategy
 
 
+# Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
+# (the defaults themselves). A preset chosen on bench/retention.py's development sequences joins here once it beats
+# experience replay there (BENCHMARKS.md).
+REPLAY_PRESETS: dict[str, dict[str, object]] = {
+    "paper": {},
+    # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%), half of it in a burst at the start
+    # of each stage; within each earlier task, the samples the memory predicts are furthest above their best loss
+    # first; tasks get their share of a uniform draw; no staleness cap (BENCHMARKS.md, "recommended").
+    "recommended": {
+        "replay_strategy": "mssr_spl", "replay_first_interval": 1, "replay_lambda_min": 0.0,
+        "replay_staleness_cap": 0, "replay_weighting": "forgotten", "replay_ratio_profile": "front",
+    },
+}  # fmt: skip
+
+
 @dataclass
 class MSSRConfig(SFTConfig):
     r"""
@@ -107,7 +122,9 @@ class MSSRConfig(SFTConfig):
             replay step takes only what the stage has earned so far (share x global batch per step, minus what it
             replayed). The strategy still decides when and which. `None`: no cap.
         replay_preset (`str`, *optional*): a named setting of the replay and memory fields (`REPLAY_PRESETS`);
-            `"paper"` is the paper's tables (the defaults). A preset sets the fields that are left at their defaults.
+            `"paper"` is the paper's tables (the defaults); `"recommended"` replays in every batch at experience
+            replay's budget, memory-aware within each task (BENCHMARKS.md). A preset sets the fields that are left at
+            their defaults.
 
         > Baselines
 
@@ -207,7 +224,10 @@ class MSSRConfig(SFTConfig):
     )
     replay_preset: str | None = field(
         default=None,
-        metadata={"help": "Named replay/memory settings (paper); sets the fields left at their defaults."},
+        metadata={
+            "help": "Named replay/memory settings (paper, recommended); sets the fields left at their defaults.",
+            "choices": list(REPLAY_PRESETS),
+        },
     )
 
     replay_fixed_interval: int = field(default=100, metadata={"help": "Interval of the fixed strategy (1: ER)."})
@@ -374,13 +394,6 @@ def strategy_from_config(args: MSSRConfig) -> ReplayStrategy:
 
 PAPER_STAGE_STEPS = 2000  # the stage length the paper's replay intervals were set for
 
-# Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
-# (the defaults themselves). A preset chosen on bench/retention.py's development sequences joins here once it beats
-# experience replay there (BENCHMARKS.md).
-REPLAY_PRESETS: dict[str, dict[str, object]] = {
-    "paper": {},
-}
-
 
 # The step counts of the paper's tables: their defaults assume PAPER_STAGE_STEPS optimizer steps per stage.
 PAPER_STEP_FIELDS = (
@@ -389,17 +402,23 @@ PAPER_STEP_FIELDS = (
 )  # fmt: skip
 
 
-def scaled_replay_settings(steps: int) -> dict[str, int]:
+def scaled_replay_settings(steps: int, preset: str | None = None) -> dict[str, int]:
     """The paper's step-count settings (Tables `tab:replay_hparams`, `tab:replay_impl_params`; the defaults of the
     :data:`PAPER_STEP_FIELDS` of :class:`MSSRConfig`), scaled from 2000 optimizer steps per stage to ``steps``, for
     short stages (CPU runs, demos, benchmarks). Every interval is at least 1. ``replay_interval_unit`` is already the
-    smallest step and is left alone.
+    smallest step and is left alone. With ``preset`` (a :data:`REPLAY_PRESETS` name), the fields that preset sets
+    are left out, so that the preset's values hold (a preset only sets fields left at their defaults).
 
     >>> scaled_replay_settings(200)["replay_first_interval"]
     10
+    >>> "replay_staleness_cap" in scaled_replay_settings(200, preset="recommended")
+    False
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be an int >= 1 (optimizer steps per stage), got {steps!r}")
+    if preset is not None and preset not in REPLAY_PRESETS:
+        raise ValueError(f"preset={preset!r} is invalid: choose one of {list(REPLAY_PRESETS)}.")
+    pinned = REPLAY_PRESETS[preset] if preset else {}
     scale = steps / PAPER_STAGE_STEPS
     defaults = MSSRConfig.__dataclass_fields__
-    return {name: max(1, round(defaults[name].default * scale)) for name in PAPER_STEP_FIELDS}
+    return {name: max(1, round(defaults[name].default * scale)) for name in PAPER_STEP_FIELDS if name not in pinned}

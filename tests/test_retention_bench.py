@@ -76,13 +76,22 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
         "train_size: 64\neval_size: 8\neval_batch_size: 8\nseeds: [0]\n"
     )
     out, work = tmp_path / "out", tmp_path / "work"
-    strategies = ["none", "fixed", "mssr_full", "er", "er_budget"]
+    strategies = ["none", "fixed", "mssr_full", "er", "er_budget", "recommended"]
     argv = ["--config", str(config), "--strategies", *strategies, "--out", str(out), "--workdir", str(work),
-            "--variant", "er_zeta0=mssr_spl,replay_first_interval=1,replay_zeta=0"]  # fmt: skip
+            "--variant", "er_zeta0=mssr_spl,replay_first_interval=1,replay_zeta=0",
+            "--frontier", "0.3", "--rules", "uniform", "forgotten_front"]  # fmt: skip
     assert bench.main(argv) == 0
 
     records = {p.stem: json.loads(p.read_text()) for p in (out / "tiny" / "runs").glob("*.json")}
-    assert sorted(records) == sorted(f"{s}-seed0" for s in [*strategies, "er_zeta0"])
+    frontier_rows = ["uniform@0.3", "forgotten_front@0.3"]
+    assert sorted(records) == sorted(f"{s}-seed0" for s in [*strategies, "er_zeta0", *frontier_rows])
+    # The preset's row is the frontier's forgotten_front rule at er's share, and er is uniform@0.3: trained once.
+    assert records["recommended-seed0"]["resolved"]["replay_strategy"] == "mssr_spl"
+    assert records["recommended-seed0"]["resolved"]["replay_staleness_cap"] == 0
+    for twin, first in (("uniform@0.3", "er"), ("forgotten_front@0.3", "recommended")):
+        assert records[f"{twin}-seed0"]["same_run_as"] == first
+        assert records[f"{twin}-seed0"]["matrix"] == records[f"{first}-seed0"]["matrix"]
+    assert records["recommended-seed0"]["resolved"] != records["er-seed0"]["resolved"]
     # The extra row: every step replays, with its settings applied.
     assert records["er_zeta0-seed0"]["strategy"] == "mssr_spl" and records["er_zeta0-seed0"]["replayed_samples"] == 16
     assert records["er_zeta0-seed0"]["settings"]["replay_first_interval"] == 1

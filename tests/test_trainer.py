@@ -720,6 +720,13 @@ def test_replay_presets(tmp_path):
     paper, plain = config(tmp_path, replay_preset="paper"), config(tmp_path)
     fields = [f for f in vars(plain) if f.startswith(("replay_", "memory_")) and f != "replay_preset"]
     assert fields and all(getattr(paper, f) == getattr(plain, f) for f in fields)
+    recommended = config(tmp_path, replay_preset="recommended", replay_lambda0=0.1)
+    assert (recommended.replay_strategy, recommended.replay_weighting, recommended.replay_ratio_profile) == (
+        "mssr_spl", "forgotten", "front"
+    )  # fmt: skip
+    assert recommended.replay_staleness_cap == 0 and recommended.replay_first_interval == 1
+    assert recommended.replay_lambda0 == 0.1  # a field the user set is theirs
+    assert recommended.replay_zeta == plain.replay_zeta  # fields the preset does not name keep their defaults
     with pytest.raises(ValueError, match="replay_preset"):
         config(tmp_path, replay_preset="best")
     with pytest.raises(ValueError, match="memory_time_unit"):
