@@ -93,14 +93,17 @@ def markdown(summary: dict[str, Any], records: list[dict[str, Any]]) -> str:
     shares = sorted({s for by_share in cells.values() for s in by_share})
     lines = []
     for metric, label in (("final_average", "final average"), ("average_forgetting", "average forgetting")):
-        lines += [f"Budget frontier, {label} (mean ± std over seeds; replay share measured):", "",
+        lines += [f"Budget frontier, {label} (mean ± std over seeds; in brackets the share of the trained samples "
+                  "that were replays: per-step counts are rounded, so it differs from the nominal share):", "",
                   "| selection | " + " | ".join(f"{s:.0%}" for s in shares) + " |",
                   "|---|" + "---:|" * len(shares)]  # fmt: skip
         for selection, by_share in cells.items():
             row = []
             for s in shares:
                 r = by_share.get(s)
-                row.append("–" if r is None else f"{r[metric][0]:.3f} ± {r[metric][1]:.3f}")
+                row.append(
+                    "–" if r is None else f"{r[metric][0]:.3f} ± {r[metric][1]:.3f} ({r['replay_share'][0]:.1%})"
+                )
             lines.append(f"| {selection} | " + " | ".join(row) + " |")
         lines.append("")
     for metric, better in (("final_average", "higher"), ("average_forgetting", "lower")):

@@ -23,7 +23,6 @@ from trl import SFTConfig
 from .memory import PHI_CHOICES, WEIGHTINGS, HyperparameterError, SampleMemory
 from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_strategy
 
-
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
 # (the defaults themselves). A preset chosen on bench/retention.py's development sequences joins here once it beats
 # experience replay there (BENCHMARKS.md).
