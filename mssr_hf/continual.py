@@ -205,6 +205,7 @@ class ContinualRunner:
         self._check_output_dir()
         self._check_or_record_config()
         results = self._load_results()
+        results["eval_sizes"] = [len(evaluation) for _, evaluation in data]  # for the scores' standard errors
         model, memory, strategy = None, None, None
         # The earlier tasks' rows: tokenized by the stage that trained them (each task is tokenized once), and raw for
         # the finished stages a rerun skips (the next stage's trainer tokenizes those).
@@ -495,7 +496,7 @@ class ContinualRunner:
         return {
             "tasks": [t.name for t in self.tasks], "probe_task": self.probe.name if self.probe else None,
             "strategy": self.args.replay_strategy, "model": self.model_name, "matrix": [], "probe": [],
-            "metrics": {}, "stages": [],
+            "metrics": {}, "stages": [], "eval_sizes": [],
         }  # fmt: skip
 
     def run_config(self) -> dict[str, Any]:

@@ -131,6 +131,7 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
 
     # Results: a lower-triangular matrix, metrics computed from it, one record per stage, replay after stage 0.
     assert results == json.loads((out / "results.json").read_text())
+    assert results["eval_sizes"] == [3, 3, 3]  # eval_size=6, but 5% of 60 rows are held out
     matrix = results["matrix"]
     assert [len(row) for row in matrix] == [3, 3, 3]
     assert (matrix[0][1], matrix[0][2], matrix[1][2]) == (None, None, None)  # not seen yet
