@@ -14,7 +14,7 @@ under the run's folder. Each task's rows are generated once and shared by the th
 
 The step counts of the paper's replay settings (first replay interval, buffer refresh, staleness cap; set for 2000
 steps per stage) are scaled to the demo's stages by :func:`~mssr_hf.mssr_config.scaled_replay_settings`, except
-where a strategy sets them itself.
+those a strategy's replay preset sets.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 from .layout import PLOTS
-from .mssr_config import REPLAY_PRESETS, MSSRConfig, scaled_replay_settings
+from .mssr_config import MSSRConfig, scaled_replay_settings
 from .report import compare_runs, write_report
 
 SEQUENCE = "forget_3"
@@ -50,26 +50,24 @@ DESCRIPTIONS = {
 }
 
 
-def demo_settings(quick: bool, steps: int | None = None) -> dict:
+def demo_settings(quick: bool, steps: int | None = None, preset: str | None = None) -> dict:
     """Training settings of the demo (per stage): ``steps`` optimizer steps per task (default 15, or 12 with
-    ``quick``), the paper's replay settings scaled to that length."""
+    ``quick``), the paper's replay step counts scaled to that length but those the replay ``preset`` sets."""
     steps = steps or (12 if quick else 15)
     return dict(
         max_steps=steps, per_device_train_batch_size=8, gradient_accumulation_steps=1,
         learning_rate=3e-3 if quick else 2e-3, lr_scheduler_type="cosine", warmup_steps=0.05, weight_decay=0.01,
         max_length=64 if quick else 128, logging_steps=max(1, steps // 10), save_strategy="steps",
         save_steps=max(1, steps // 2), save_total_limit=1, seed=42, report_to=_trackers(), bf16=False, use_cpu=True,
-        activation_checkpointing=False, **scaled_replay_settings(steps),
+        activation_checkpointing=False, **scaled_replay_settings(steps, preset),
     )  # fmt: skip
 
 
 def strategy_settings(name: str, quick: bool, steps: int | None = None) -> dict:
-    """The settings of strategy ``name`` of :data:`STRATEGIES`: :func:`demo_settings` with the strategy's own. A
-    preset sets only the fields left at their defaults, so the demo's scaled step counts give way to those the
-    strategy's preset sets."""
+    """The settings of strategy ``name`` of :data:`STRATEGIES`: :func:`demo_settings` (without the step counts the
+    strategy's replay preset sets, so that the preset's hold) and the strategy's own."""
     own = STRATEGIES[name]
-    preset = REPLAY_PRESETS.get(own.get("replay_preset"), {})
-    return {**{k: v for k, v in demo_settings(quick, steps).items() if k not in preset}, **own}
+    return {**demo_settings(quick, steps, own.get("replay_preset")), **own}
 
 
 def demo_sizes(quick: bool) -> dict:
