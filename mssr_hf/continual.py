@@ -331,8 +331,9 @@ class ContinualRunner:
         return trainer
 
     def _evaluate(self, model, task: TaskSpec, examples: Dataset) -> float:
+        # Under a stage's progress bar (progress_label), the evaluation shows no bar of its own.
         return evaluate_task(model, self.tokenizer, task, examples, self.eval_batch_size, self.args.max_length,
-                             progress=self.progress_label is None)  # under a stage bar, no bar of its own  # fmt: skip
+                             progress=self.progress_label is None)  # fmt: skip
 
     def _resume_point(self, stage: int) -> str | None:
         """The stage's newest complete checkpoint (None: start the stage); newer incomplete ones are logged."""

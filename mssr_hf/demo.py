@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 from .layout import PLOTS
-from .mssr_config import MSSRConfig, scaled_replay_settings
+from .mssr_config import REPLAY_PRESETS, MSSRConfig, scaled_replay_settings
 from .report import compare_runs, write_report
 
 SEQUENCE = "forget_3"
@@ -168,9 +168,11 @@ def _run_demo(quick: bool, out: Path) -> Path:
     print(textwrap.fill(f"{model_name} learns {len(tasks)} tasks in turn ({names}; {steps} optimizer steps of {batch} "
                         f"examples each), {len(configs)} ways:", 100))  # fmt: skip
     for name, args in configs.items():
-        own = "(" + ", ".join(f"{key}={value!r}" for key, value in STRATEGIES[name].items()) + ")"
-        line = f"  {name:<12} {DESCRIPTIONS.get(name, name).format(**vars(args))}"
-        print(f"{line} {own}" if len(line) + len(own) < 100 else f"{line}\n{'':15}{own}")
+        own = ", ".join(f"{key}={value!r}" for key, value in STRATEGIES[name].items())
+        if args.replay_preset:  # what the preset set
+            own += ": " + ", ".join(f"{key}={getattr(args, key)!r}" for key in REPLAY_PRESETS[args.replay_preset])
+        text = f"{DESCRIPTIONS.get(name, name).format(**vars(args))} ({own})"
+        print(textwrap.fill(text, 100, initial_indent=f"  {name:<12} ", subsequent_indent=" " * 15))
     print(flush=True)
 
     runs, plots = {}, []

@@ -101,20 +101,22 @@ def describe_comparison(runs: dict[str, dict]) -> str:
     n = sizes[task] if task < len(sizes) else 0
     noise = 2 * math.hypot(score_standard_error(first[task][task], n), score_standard_error(first[-1][task], n))
     before, after = _score(first[task][task]), _score(first[-1][task])
-    if not drops[task] > noise:  # NaN noise (no sizes): any drop counts
+    if not drops[task] > (noise if math.isfinite(noise) else 0.0):  # without the sizes, any drop counts
         sentence = (f"Without replay ({names[0]}), no earlier task fell by more than twice its standard error (the "
                     f"largest drop: {tasks[task]}, from {before} to {after}).")  # fmt: skip
     else:
-        ends = [f"{name} at {_score(matrices[name][-1][task])}" for name in names[1:]]
-        others = [f"with {ends[0].replace(' at ', ' it ended at ', 1)}", *(f"with {end}" for end in ends[1:])]
+        ends = [_score(matrices[name][-1][task]) for name in names[1:]]
+        others = [f"with {name} {'it ended at' if k == 0 else 'at'} {end}" for k, (name, end) in
+                  enumerate(zip(names[1:], ends))]  # fmt: skip
         sentence = f"Without replay ({names[0]}), {tasks[task]} fell from {before} to {after}"
         sentence += f"; {', '.join(others)}." if others else "."
     averages = {name: runs[name].get("metrics", {}).get("final_average") for name in names}
     errors = {name: final_average_standard_error(runs[name]["matrix"], runs[name].get("eval_sizes") or [])
               for name in names}  # fmt: skip
-    listed = ", ".join(f"{name} {_score(averages[name])}" for name in names)
-    spread = max(errors.values())
-    sentence += f" Final averages: {listed}" + (f" (± {spread:.2f} at most)" if math.isfinite(spread) else "")
+    sentence += " Final averages: " + ", ".join(f"{name} {_score(averages[name])}" for name in names)
+    if not all(value is not None and math.isfinite(value) for value in [*averages.values(), *errors.values()]):
+        return sentence + "."  # no standard errors to judge the differences by
+    sentence += f" (± {max(errors.values()):.2f} at most)"
 
     def versus(a: str, b: str) -> str:  # where b ends against a: above, below, or level (within the noise)
         difference, noise = averages[b] - averages[a], 2 * math.hypot(errors[a], errors[b])
