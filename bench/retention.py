@@ -13,7 +13,7 @@ Tiers:
   stage, so that every task is learned in its own stage whatever the strategy; 5 seeds, 200 evaluation examples.
 - ``S6``: the same on a six-task sequence (a second report sequence; the development sequence is S's).
 - ``R`` (real, under 90 minutes): SmolLM2-135M-Instruct with LoRA (r=8, alpha=16, q_proj/v_proj) on three
-  reasoning-gym tasks (the demo's sequence, with the demo's settings but seed 0); 1 seed.
+  reasoning-gym tasks (``demo_3``, 30 steps per stage, seed 0); 1 seed.
 
 Every tier has a development sequence (``--dev``), on which the settings below were chosen, and a report sequence
 (the default), which is what BENCHMARKS.md publishes. ``--config FILE.yaml`` runs any other sequence and settings.
@@ -92,7 +92,7 @@ TIERS: dict[str, dict[str, Any]] = {
         mssr={},
     ),
     "R": dict(
-        tasks=["rg_word_reversal", "rg_addition", "rg_syllogism"],  # demo_3: the demo's sequence
+        tasks=["rg_word_reversal", "rg_addition", "rg_syllogism"],  # demo_3
         dev_tasks=["rg_family_relationships", "rg_word_reversal", "rg_letter_counting"],
         model="smollm2", peft=True, seeds=[0, 1, 2], steps=30, batch_size=8, learning_rate=2e-3, max_length=128,
         train_size=400, eval_size=100, eval_batch_size=50, threads=1, mssr={},

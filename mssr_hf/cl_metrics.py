@@ -5,8 +5,9 @@ is a sequence of rows (nested lists or a 2-D numpy array), either lower-triangul
 T x T, whose entries above the diagonal (tasks not yet seen, usually NaN/None) are ignored. A NaN/None on or below
 the diagonal is a missing score: it is left out of the means. :func:`average_forgetting` (``eq:forgetting``),
 :func:`backward_transfer`, :func:`final_average`, :func:`normalized_score` (App. D) and :func:`summarize`, which
-computes the four of them under the names in :data:`CL_METRIC_NAMES`. A general probe such as MMLU is not a task of
-the matrix; ``continual.py`` records it on its own.
+computes the four of them under the names in :data:`CL_METRIC_NAMES`. :func:`score_standard_error` and
+:func:`final_average_standard_error` give the evaluation noise of a score and of the final average. A general probe
+such as MMLU is not a task of the matrix; ``continual.py`` records it on its own.
 
 Pure Python; equations are cited by their ``\\label{}`` in ``paper/mssr-paper.tex``.
 """
@@ -23,8 +24,10 @@ __all__ = [
     "average_forgetting",
     "backward_transfer",
     "final_average",
+    "final_average_standard_error",
     "lower_triangle",
     "normalized_score",
+    "score_standard_error",
     "summarize",
 ]
 
@@ -148,3 +151,31 @@ def summarize(matrix: Matrix) -> dict[str, float]:
     """The four matrix metrics, keyed by :data:`CL_METRIC_NAMES`: ``final_average``, ``average_forgetting``,
     ``backward_transfer``, ``normalized_score``."""
     return {name: metric(matrix) for name, metric in SUMMARY_METRICS.items()}
+
+
+def score_standard_error(score: float, n: int) -> float:
+    r"""Standard error of a score that is the mean of ``n`` examples each scored 0 or 1 (exact match, choice): the
+    binomial $\sqrt{p(1-p)/n}$ with $p$ = ``score``. It is the noise of evaluating on ``n`` examples (another draw of
+    evaluation examples would move the score by about this much), not the noise of training (another seed).
+
+    Returns:
+        `float`: the standard error; NaN for a missing score or ``n < 1``.
+    """
+    if score is None or not math.isfinite(score) or n < 1:
+        return math.nan
+    return math.sqrt(max(0.0, score * (1.0 - score)) / n)
+
+
+def final_average_standard_error(matrix: Matrix, eval_sizes: Sequence[int]) -> float:
+    r"""Standard error of :func:`final_average` from the evaluation sets' sizes, the tasks' evaluations independent:
+    $\frac{1}{T'}\sqrt{\sum_i \mathrm{SE}_i^2}$ over the $T'$ scores of the last row that are not missing, with
+    $\mathrm{SE}_i$ = :func:`score_standard_error` of task i on its ``eval_sizes[i]`` examples.
+
+    >>> round(final_average_standard_error([[0.5], [0.5, 0.5]], [100, 100]), 4)  # sqrt(2 * 0.0025) / 2
+    0.0354
+    """
+    last = lower_triangle(matrix)[-1]
+    errors = [score_standard_error(p, n) for p, n in zip(last, eval_sizes) if not math.isnan(p)]
+    if not errors or len(eval_sizes) < len(last):
+        return math.nan
+    return math.sqrt(sum(e * e for e in errors)) / len(errors)

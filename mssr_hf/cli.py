@@ -241,7 +241,9 @@ def cmd_eval(argv: list[str]) -> int:
 
 
 def cmd_demo(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="mssr-hf demo", description="none vs mssr_full on three offline tasks.")
+    parser = argparse.ArgumentParser(
+        prog="mssr-hf demo", description="Three offline tasks in turn: no replay, experience replay, MSSR."
+    )
     parser.add_argument("--quick", action="store_true", help="the tiny random model, under a minute")
     parser.add_argument("--output_dir", default=None, help="default: mssr_demo (or mssr_demo_quick)")
     ns = parser.parse_args(argv)

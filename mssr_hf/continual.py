@@ -55,6 +55,7 @@ from .evaluation import evaluate_task
 from .memory import SampleMemory
 from .mssr_config import MSSRConfig, memory_from_config, strategy_from_config
 from .mssr_trainer import MSSRTrainer, last_complete_checkpoint
+from .progress import StageProgressBar
 from .scheduler import ReplayStrategy
 from .state_io import file_sizes, has_state, load_state, save_state, state_digest
 from .tasks import TaskLike, TaskSpec, get_sequence, get_task
@@ -139,6 +140,9 @@ class ContinualRunner:
             on top of ``args.model_init_kwargs`` (a ``dtype`` or ``torch_dtype`` may be a name such as "bfloat16").
         callbacks (`list[TrainerCallback]`, *optional*): passed to every stage's trainer.
         exposure_listeners (`list[Callable]`, *optional*): passed to every stage's trainer (see `MSSRTrainer`).
+        progress_label (`str`, *optional*): show one progress bar per stage, ``"<label> · stage k/n · <task>"``, in
+            place of the trainer's progress bar and printed logs, which still go to the ``report_to`` trackers and
+            to ``results.json`` (:mod:`mssr_hf.progress`). None: the trainers' own output.
         hub_api (*optional*): a `huggingface_hub.HfApi`-like client for publishing (tests pass a stand-in).
     """
 
@@ -158,6 +162,7 @@ class ContinualRunner:
         model_init_kwargs: dict[str, Any] | None = None,
         callbacks: list | None = None,
         exposure_listeners: list | None = None,
+        progress_label: str | None = None,
         hub_api=None,
     ):
         self.tasks = get_sequence(tasks)
@@ -183,6 +188,7 @@ class ContinualRunner:
         self.hub_api = hub_api
         self.callbacks = list(callbacks or [])
         self.exposure_listeners = list(exposure_listeners or [])
+        self.progress_label = progress_label
         self.state = PartialState()
         self.publish_errors: dict[int, str] = {}  # stage -> why its last push failed (main process)
 
@@ -205,6 +211,7 @@ class ContinualRunner:
         self._check_output_dir()
         self._check_or_record_config()
         results = self._load_results()
+        results["eval_sizes"] = [len(evaluation) for _, evaluation in data]  # for the scores' standard errors
         model, memory, strategy = None, None, None
         # The earlier tasks' rows: tokenized by the stage that trained them (each task is tokenized once), and raw for
         # the finished stages a rerun skips (the next stage's trainer tokenizes those).
@@ -224,7 +231,8 @@ class ContinualRunner:
             if model is None:
                 model = self._model_after(stage - 1)
 
-            trainer = self._stage_trainer(stage, model, train, bank or None, memory, strategy, data)
+            progress = self._progress_bar(stage)
+            trainer = self._stage_trainer(stage, model, train, bank or None, memory, strategy, data, progress)
             start = time.perf_counter()
             trainer.train(resume_from_checkpoint=self._resume_point(stage))
             train_seconds = time.perf_counter() - start
@@ -232,6 +240,8 @@ class ContinualRunner:
             if stage > 0:
                 strategy = trainer.strategy
 
+            if progress is not None:
+                progress.show(f"scoring {stage + 1} task{'s' if stage else ''}")
             scores = {t.name: self._evaluate(model, t, data[i][1]) for i, t in enumerate(self.tasks[: stage + 1])}
             probe_score = self._evaluate(model, self.probe, probe_eval) if self.probe is not None else None
             results = self._record_stage(results, stage, scores, probe_score, trainer, train_seconds)
@@ -239,6 +249,9 @@ class ContinualRunner:
             reporter.log_stage(trainer.step_offset + trainer.state.global_step, stage_logs(results, stage), plots,
                                model=model)  # fmt: skip
             self._publish_finished()
+            if progress is not None:
+                progress.show(f"scored {stage + 1} task{'s' if stage else ''}")
+                progress.close()
             bank = [trainer.next_replay_dataset()]
         reporter.close()
         if not running:
@@ -279,8 +292,15 @@ class ContinualRunner:
 
     # ------------------------------------------------------------------ one stage
 
-    def _stage_trainer(self, stage, model, train, bank, memory, strategy, data) -> MSSRTrainer:
-        """The stage's trainer: no replay on the first task (nothing to replay), the carried strategy after."""
+    def _progress_bar(self, stage: int) -> StageProgressBar | None:
+        if self.progress_label is None:
+            return None
+        where = f"stage {stage + 1}/{len(self.tasks)} · {self.tasks[stage].name}"
+        return StageProgressBar(f"{self.progress_label} · {where}")
+
+    def _stage_trainer(self, stage, model, train, bank, memory, strategy, data, progress=None) -> MSSRTrainer:
+        """The stage's trainer: no replay on the first task (nothing to replay), the carried strategy after; with
+        ``progress``, that bar is the trainer's only output."""
         first = stage == 0
         stage_args = dataclasses.replace(
             self.args,
@@ -298,16 +318,22 @@ class ContinualRunner:
         def evaluate_earlier(m) -> dict[str, float]:
             return {t.name: self._evaluate(m, t, rows) for t, rows in earlier}
 
-        return MSSRTrainer(
+        trainer = MSSRTrainer(
             model, stage_args, train_dataset=train, replay_dataset=bank, processing_class=self.tokenizer,
             memory=memory, strategy=None if first else strategy,
             evaluate_fn=evaluate_earlier if stage_args.replay_strategy == "accuracy" else None,
             peft_config=self.peft_config if first else None, callbacks=self.callbacks,
             exposure_listeners=self.exposure_listeners,
         )  # fmt: skip
+        if progress is not None:
+            progress.replace_trainer_output(trainer)
+            trainer.add_callback(progress)
+        return trainer
 
     def _evaluate(self, model, task: TaskSpec, examples: Dataset) -> float:
-        return evaluate_task(model, self.tokenizer, task, examples, self.eval_batch_size, self.args.max_length)
+        # Under a stage's progress bar (progress_label), the evaluation shows no bar of its own.
+        return evaluate_task(model, self.tokenizer, task, examples, self.eval_batch_size, self.args.max_length,
+                             progress=self.progress_label is None)  # fmt: skip
 
     def _resume_point(self, stage: int) -> str | None:
         """The stage's newest complete checkpoint (None: start the stage); newer incomplete ones are logged."""
@@ -495,7 +521,7 @@ class ContinualRunner:
         return {
             "tasks": [t.name for t in self.tasks], "probe_task": self.probe.name if self.probe else None,
             "strategy": self.args.replay_strategy, "model": self.model_name, "matrix": [], "probe": [],
-            "metrics": {}, "stages": [],
+            "metrics": {}, "stages": [], "eval_sizes": [],
         }  # fmt: skip
 
     def run_config(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Evaluation by batched greedy generation: left padding, split across processes, gathered, with a progress bar.
+"""Evaluation by batched greedy generation: left padding, split across processes, gathered, with a progress bar
+(``progress=False``: none, e.g. under a runner's own stage bar, :mod:`mssr_hf.progress`).
 
 Prompts are fitted to the length the model was trained on, as training rows are
 (:func:`~mssr_hf.tasks.spec.truncate_keeping_answer`): with ``max_length`` given, a prompt longer than
@@ -47,6 +48,7 @@ def generate(
     batch_size: int = 16,
     desc: str = "generate",
     max_length: int | None = None,
+    progress: bool = True,
 ) -> list[str]:
     """Greedy continuations of ``prompts`` (this process's share when several run; results gathered in order), each
     prompt fitted into ``max_length`` with room for ``max_new_tokens`` (:func:`fit_prompt`; None: not fitted)."""
@@ -58,7 +60,8 @@ def generate(
     device = next(model.parameters()).device
     outputs: list[tuple[int, str]] = []
     try:
-        bar = tqdm(range(0, len(mine), batch_size), desc=desc, disable=not state.is_main_process, leave=False)
+        shown = progress and state.is_main_process
+        bar = tqdm(range(0, len(mine), batch_size), desc=desc, disable=not shown, leave=False)
         for start in bar:
             idx = mine[start : start + batch_size]
             ids = [tokenizer(prompts[i], add_special_tokens=False)["input_ids"] for i in idx]
@@ -153,6 +156,7 @@ def choice_accuracy_by_loglikelihood(
     desc: str = "choices",
     max_length: int | None = None,
     batch_size: int = 16,
+    progress: bool = True,
 ) -> float:
     """Multiple choice by log-likelihood: the option letter (" A", " B", ...) the model finds most likely after the
     prompt is its answer (the prompt fitted into ``max_length``); ``batch_size`` questions per forward
@@ -165,7 +169,8 @@ def choice_accuracy_by_loglikelihood(
     model.eval()
     picked: list[tuple[int, list[float], int]] = []
     try:
-        for start in tqdm(range(0, len(mine), batch_size), desc=desc, disable=not state.is_main_process, leave=False):
+        shown = progress and state.is_main_process
+        for start in tqdm(range(0, len(mine), batch_size), desc=desc, disable=not shown, leave=False):
             rows = [examples[i] for i in mine[start : start + batch_size]]
             letters = [[f" {'ABCDE'[k]}" for k in range(len(row["choices"]))] for row in rows]
             scores = choice_loglikelihoods(model, tokenizer, [row["prompt"] for row in rows], letters,
@@ -181,15 +186,21 @@ def choice_accuracy_by_loglikelihood(
 
 
 def evaluate_task(
-    model, tokenizer, task: TaskSpec, examples: Dataset, batch_size: int = 16, max_length: int | None = None
+    model,
+    tokenizer,
+    task: TaskSpec,
+    examples: Dataset,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    progress: bool = True,
 ) -> float:
     """Score of ``model`` on ``examples`` (a formatted evaluation set of ``task``) with the task's metric; prompts are
-    fitted into ``max_length`` (the training ``max_length``; None: not fitted)."""
+    fitted into ``max_length`` (the training ``max_length``; None: not fitted). ``progress``: show a progress bar."""
     if task.metric == "choice" and task.choice_scoring == "loglikelihood":
         return choice_accuracy_by_loglikelihood(model, tokenizer, examples, f"eval {task.name}", max_length,
-                                                batch_size)  # fmt: skip
+                                                batch_size, progress)  # fmt: skip
     predictions = generate(
         model, tokenizer, prompt_texts(examples, tokenizer), task.max_new_tokens, batch_size, f"eval {task.name}",
-        max_length,
+        max_length, progress,
     )  # fmt: skip
     return task.score(predictions, list(examples))

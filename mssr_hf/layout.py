@@ -5,7 +5,8 @@ stage's Hub revision. :class:`~mssr_hf.continual.ContinualRunner` writes this la
 ```
 OUTPUT_DIR/                     the run's ``output_dir``
   run_config.json               RUN_CONFIG: what the run computes and its hash (a changed config is refused)
-  results.json                  RESULTS: accuracy matrix, probe scores, summary metrics, one record per stage
+  results.json                  RESULTS: accuracy matrix, probe scores, summary metrics, one record per stage,
+                                evaluation examples per task
   published.json                PUBLISHED: the stages pushed to the Hub, and where (written after each push)
   plots/                        PLOTS: the run's figures (mssr_hf.plotting)
   report.md                     REPORT: written by ``mssr-hf report`` (and the demo, one level up)

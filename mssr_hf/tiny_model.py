@@ -34,7 +34,10 @@ def build_tiny_tokenizer(corpus: Iterable[str] = (), vocab_size: int = 512):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(list(_BASE_CORPUS) + list(corpus), trainer=trainer)
     fast = PreTrainedTokenizerFast(

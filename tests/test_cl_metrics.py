@@ -15,8 +15,10 @@ from mssr_hf.cl_metrics import (
     average_forgetting,
     backward_transfer,
     final_average,
+    final_average_standard_error,
     lower_triangle,
     normalized_score,
+    score_standard_error,
     summarize,
 )
 
@@ -148,3 +150,18 @@ def test_forgetting_is_minus_bwt_when_every_task_ends_at_its_lowest(matrix):
     for i in range(T - 1):
         matrix[-1][i] = min(matrix[t][i] for t in range(i, T))
     assert average_forgetting(matrix) == pytest.approx(-backward_transfer(matrix))
+
+
+def test_standard_errors_of_a_score_and_of_the_final_average():
+    assert score_standard_error(0.5, 100) == pytest.approx(0.05)  # sqrt(0.5 * 0.5 / 100)
+    assert score_standard_error(0.9, 25) == pytest.approx(0.06)  # sqrt(0.9 * 0.1 / 25) = 0.3 / 5
+    assert score_standard_error(0.0, 50) == 0.0 and score_standard_error(1.0, 50) == 0.0
+    assert math.isnan(score_standard_error(NAN, 50)) and math.isnan(score_standard_error(0.5, 0))
+    # Last row of M3 (0.5, 0.7, 0.95) on 100, 100, 400 examples: variances 0.0025, 0.0021, 0.00011875;
+    # sqrt(0.00471875) / 3 = 0.022898
+    assert final_average_standard_error(M3, [100, 100, 400]) == pytest.approx(0.022898, abs=1e-6)
+    # A missing score is left out, as final_average leaves it out: sqrt(0.0025 + 0.0021) / 2
+    assert final_average_standard_error([[0.8], [0.5, 0.7], [0.5, NAN, 0.7]], [100, 100, 100]) == pytest.approx(
+        math.sqrt(0.0025 + 0.0021) / 2
+    )
+    assert math.isnan(final_average_standard_error(M3, [100, 100]))  # a size per task is needed

@@ -131,6 +131,7 @@ def test_three_stages_end_to_end(tiny_model_dir, tmp_path):
 
     # Results: a lower-triangular matrix, metrics computed from it, one record per stage, replay after stage 0.
     assert results == json.loads((out / "results.json").read_text())
+    assert results["eval_sizes"] == [3, 3, 3]  # eval_size=6, but 5% of 60 rows are held out
     matrix = results["matrix"]
     assert [len(row) for row in matrix] == [3, 3, 3]
     assert (matrix[0][1], matrix[0][2], matrix[1][2]) == (None, None, None)  # not seen yet
@@ -187,6 +188,30 @@ def test_evaluation_reaches_tensorboard_on_one_global_step_axis(tiny_model_dir, 
     assert {"plots/accuracy_matrix", "plots/task_scores", "plots/replay_timeline"} <= images
     assert [e.step for e in events.Images("plots/accuracy_matrix")] == [3, 6]
     assert events.Images("plots/accuracy_matrix")[-1].width > 100
+
+
+def test_progress_label_shows_one_bar_per_stage_instead_of_printed_logs(tiny_model_dir, tmp_path, capsys):
+    """With progress_label, each stage shows one bar ("<label> · stage k/n · <task>", its steps and their rate, then
+    the scoring) and the trainer prints nothing: its logs still reach results.json. Without it, transformers' printer
+    (disable_tqdm) prints every log dictionary."""
+
+    def make(out, **kwargs):
+        return ContinualRunner(tiny_model_dir, TASKS[:2], run_args(out, max_steps=4, logging_steps=1),
+                               tokenizer=AutoTokenizer.from_pretrained(tiny_model_dir), eval_size=6,
+                               eval_batch_size=4, **kwargs)  # fmt: skip
+
+    results = make(tmp_path / "bars", progress_label="demo").run()
+    captured = capsys.readouterr()
+    assert "'loss'" not in captured.out and "'loss'" not in captured.err
+    bars = [line for line in captured.err.replace("\r", "\n").splitlines() if "stage" in line]
+    assert any(line.startswith("demo · stage 1/2 · add: 100%") and "4/4" in line and "step/s, scored 1 task" in line
+               for line in bars), bars  # fmt: skip
+    assert any(line.startswith("demo · stage 2/2 · sub: 100%") and "scored 2 tasks" in line for line in bars)
+    assert "eval add" not in captured.err  # no bar of the evaluation's own under the stage's
+    assert all(any("loss" in entry for entry in stage["log_history"]) for stage in results["stages"])
+
+    make(tmp_path / "printed").run()
+    assert captured.out.count("'loss'") == 0 and capsys.readouterr().out.count("{'loss'") == 2 * 4
 
 
 def test_a_run_without_matplotlib_trains_evaluates_and_saves_without_plots(tiny_model_dir, tmp_path, monkeypatch,

@@ -24,7 +24,10 @@ def test_example_config_parses(path, tmp_path):
                                                       "--bf16", "false"])  # fmt: skip
     raw = yaml.safe_load(path.read_text())
     assert model_args.model_name_or_path == raw["model_name_or_path"]
-    assert args.replay_strategy == raw["replay_strategy"]
+    if "replay_strategy" in raw:
+        assert args.replay_strategy == raw["replay_strategy"]
+    else:
+        assert raw["replay_preset"] and args.replay_preset == raw["replay_preset"]  # the preset names the strategy
     assert runner_args.tasks == raw["tasks"]
     for key in ("learning_rate", "max_steps", "per_device_train_batch_size", "replay_first_interval"):
         if key in raw:
@@ -50,15 +53,21 @@ def test_paper_configs_carry_the_papers_hyperparameters():
 
 
 def test_smollm2_cpu_config_trains_as_the_demo_does(tmp_path):
-    """`mssr-hf train examples/configs/cpu_smollm2_demo3.yaml` is the demo's mssr_full run, from the command line."""
-    from mssr_hf.demo import SEQUENCE, demo_settings, demo_sizes
+    """`mssr-hf train examples/configs/cpu_smollm2_demo.yaml` is the demo's `recommended` run, from the command line:
+    every training, memory and replay setting resolves to the demo's."""
+    from dataclasses import fields
 
-    path = ROOT / "examples" / "configs" / "cpu_smollm2_demo3.yaml"
+    from mssr_hf.demo import SEQUENCE, demo_sizes, strategy_settings
+    from mssr_hf.mssr_config import MSSRConfig
+
+    path = ROOT / "examples" / "configs" / "cpu_smollm2_demo.yaml"
     runner_args, args, model_args = parse_train_args([str(path), "--output_dir", str(tmp_path)])
+    demo = MSSRConfig(output_dir=str(tmp_path), **strategy_settings("recommended", quick=False))
     not_training = {"disable_tqdm", "report_to", "save_strategy", "save_steps", "save_total_limit", "logging_steps"}
-    for key, value in demo_settings(quick=False).items():
-        if key not in not_training:
-            assert getattr(args, key) == value, key
+    compared = {f.name for f in fields(MSSRConfig) if f.name.startswith(("replay_", "memory_"))}
+    compared |= set(strategy_settings("recommended", quick=False)) - not_training
+    for key in sorted(compared):
+        assert getattr(args, key) == getattr(demo, key), key
     assert {k: getattr(runner_args, k) for k in demo_sizes(quick=False)} == demo_sizes(quick=False)
     assert runner_args.tasks == [SEQUENCE] and model_args.model_name_or_path == "smollm2"
     assert (model_args.lora_r, model_args.lora_alpha, model_args.lora_target_modules) == (8, 16, ["q_proj", "v_proj"])
@@ -224,21 +233,49 @@ def test_own_tasks_example_runs_under_accelerate_launch_module_on_two_ranks(tiny
 
 @pytest.mark.slow
 def test_quick_demo_runs_offline_and_writes_its_report(tmp_path):
-    """`mssr-hf demo --quick`: both strategies on the three offline tasks, matrices side by side, a report."""
+    """`mssr-hf demo --quick`: the three strategies on the demo's offline tasks in under a minute; the terminal shows
+    one progress bar per stage and the three matrices side by side with their standard errors and a sentence, never a
+    per-step log dictionary (those go to each run's results.json and TensorBoard files); a report with the plots."""
+    import time
+
+    from mssr_hf.demo import SEQUENCE, STRATEGIES
+    from mssr_hf.tasks import get_sequence
+
     out = tmp_path / "demo"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "mssr_hf.cli", "demo", "--quick", "--output_dir", str(out)],
                           capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    seconds = time.perf_counter() - start
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "strategy: none" in done.stdout and "strategy: mssr_full" in done.stdout
-    assert f"Report: {(out / 'report.md').resolve()}" in done.stdout
+    assert seconds < 120, seconds  # under a minute on an idle 2-core CPU; the margin is for a loaded test machine
+    stdout, stderr = done.stdout, done.stderr.replace("\r", "\n")
+    assert "'loss'" not in stdout and "'loss'" not in stderr and "{'" not in stdout
+    assert "Warning" not in stderr, stderr[-3000:]
+    tasks = [t.name for t in get_sequence(SEQUENCE)]
+    for name in STRATEGIES:
+        for k, task in enumerate(tasks, 1):
+            bar = f"{name} · stage {k}/{len(tasks)} · {task}: 100%"
+            assert any(line.startswith(bar) and "step/s" in line for line in stderr.splitlines()), (
+                bar,
+                stderr[-2000:],
+            )
+    table = stdout[stdout.index("Scores after each stage") :]
+    header = next(line for line in table.splitlines() if line.startswith("none"))
+    assert header.split() == list(STRATEGIES)  # side by side, in this order
+    final = next(line for line in table.splitlines() if line.startswith("final average"))
+    assert final.count("final average") == 3 and final.count("±") == 3 and "Without replay (none)" in table
+    assert f"Report with the plots: {(out / 'report.md').resolve()}" in stdout
     report = (out / "report.md").read_text()
-    assert "## none" in report and "## mssr_full" in report and "comparison.png" in report
-    for strategy in ("none", "mssr_full"):
-        results = json.loads((out / strategy / "results.json").read_text())
-        assert len(results["matrix"]) == 3 and results["strategy"] == strategy
-    replayed = json.loads((out / "mssr_full" / "results.json").read_text())["stages"][2]["replayed_samples"]
-    assert replayed > 0
+    assert all(f"## {name}" in report for name in STRATEGIES) and "comparison.png" in report
+    assert (out / "comparison.png").is_file()
+    for name in STRATEGIES:
+        results = json.loads((out / name / "results.json").read_text())
+        assert len(results["matrix"]) == 3 and results["eval_sizes"] == [24, 24, 24]
+        assert all(any("loss" in entry for entry in stage["log_history"]) for stage in results["stages"])
+        assert list((out / name / "runs").rglob("events.out.tfevents.*"))  # TensorBoard (the dev extra has it)
+        replayed = sum(stage["replayed_samples"] for stage in results["stages"])
+        assert (replayed > 0) == (name != "none"), (name, replayed)
 
 
 @pytest.mark.slow

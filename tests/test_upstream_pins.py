@@ -102,3 +102,14 @@ def test_own_private_names_do_not_shadow_the_parents():
     parents = inspect.getsource(transformers.trainer) + inspect.getsource(trl.trainer.sft_trainer)
     clashes = sorted(name for name in own if hasattr(SFTTrainer, name) or f"self.{name}" in parents)
     assert clashes == [], f"{clashes} exist upstream ({VERSIONS})"
+
+
+def test_progress_callbacks_a_trainer_adds():
+    """ContinualRunner(progress_label=...) removes the progress bar or log printer transformers adds to every trainer
+    (mssr_hf.progress.StageProgressBar.replace_trainer_output): ``DEFAULT_PROGRESS_CALLBACK``, or ``PrinterCallback``
+    with ``disable_tqdm``."""
+    import transformers.trainer
+
+    assert transformers.trainer.DEFAULT_PROGRESS_CALLBACK is not None, VERSIONS
+    added = "self.add_callback(PrinterCallback if self.args.disable_tqdm else DEFAULT_PROGRESS_CALLBACK)"
+    assert added in source(Trainer.__init__), VERSIONS

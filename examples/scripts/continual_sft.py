@@ -20,7 +20,7 @@ Two CPU processes (gloo), a tiny model:
         examples/configs/cpu_tiny.yaml --model_name_or_path PATH_TO_TINY_MODEL
 
 Offline on one CPU with SmolLM2-135M-Instruct:
-    python examples/scripts/continual_sft.py examples/configs/cpu_smollm2_demo3.yaml
+    python examples/scripts/continual_sft.py examples/configs/cpu_smollm2_demo.yaml
 """
 
 import sys

@@ -32,10 +32,14 @@ SEQUENCES: dict[str, list[str]] = {
         "ag_news", "squad", "sciq", "boolq", "arc_challenge", "gsm8k_rft",
         "math_l1", "math_l2", "math_l3", "math_l4", "math_l5",
     ],
-    # Offline, for the demo and the real tier of bench/retention.py: three short-answer skills that SmolLM2-135M with
-    # LoRA learns in part within 30 steps each; without replay it forgets the first (word-list reversal: 0.44 after
-    # its stage, 0.04 after the third, bench/results/retention).
+    # Offline, the real tier of bench/retention.py: three short-answer skills that SmolLM2-135M with LoRA learns in
+    # part within 30 steps each; without replay it forgets the first (word-list reversal: 0.44 after its stage, 0.04
+    # after the third, bench/results/retention).
     "demo_3": ["rg_word_reversal", "rg_addition", "rg_syllogism"],
+    # Offline, for the demo: three tasks of short prompts (7-34 tokens) that SmolLM2-135M with LoRA learns in part
+    # within 15 steps each, and that overwrite each other: without replay it forgets the first completely (copying
+    # letters: 0.90 after its stage, 0.00 after the third; mssr_hf.demo).
+    "forget_3": ["syn_copy", "rg_addition", "rg_letter_counting"],
     # Offline, longer: five reasoning-gym skills, the last with GSM8K-style worked solutions.
     "offline_5": ["rg_spell_backward", "rg_basic_arithmetic", "rg_letter_counting", "rg_word_sorting",
                   "rg_gsm_symbolic"],
