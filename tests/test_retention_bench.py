@@ -111,3 +111,27 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
     assert (out / "tiny" / "summary.md").read_text().count("| `") >= 2 * len(strategies)
     assert (out / "tiny" / "retention.png").is_file()
     assert not (work / "tiny" / "runs").exists() or not any((work / "tiny" / "runs").iterdir())  # cleaned up
+
+
+@pytest.mark.slow
+def test_dynamics_scores_earlier_tasks_within_a_stage(tmp_path):
+    """bench/dynamics.py: every `--every` steps of the second stage, the first task is scored; the run's final
+    matrix is retention.py's, and the plot is written."""
+    spec = importlib.util.spec_from_file_location("dynamics_bench", ROOT / "bench" / "dynamics.py")
+    dynamics = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dynamics)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        "tier: S\nname: tiny\ntasks: [syn_copy, syn_reverse]\nhidden_size: 32\nsteps: 8\nbatch_size: 8\n"
+        "train_size: 64\neval_size: 8\neval_batch_size: 8\nseeds: [0]\n"
+    )
+    out = tmp_path / "out"
+    argv = ["--config", str(config), "--variants", "uniform@0.25", "--every", "4", "--out", str(out),
+            "--workdir", str(tmp_path / "work")]  # fmt: skip
+    assert dynamics.main(argv) == 0
+    record = json.loads((out / "tiny" / "uniform@0.25-seed0.json").read_text())
+    assert [(c["stage"], c["step"], c["global_step"]) for c in record["curve"]] == [(1, 4, 12), (1, 8, 16)]
+    assert all(len(c["scores"]) == 1 and 0 <= c["scores"][0] <= 1 for c in record["curve"])
+    # the last scoring is at the stage's end: the same model the matrix scores after stage 2
+    assert record["curve"][-1]["scores"][0] == pytest.approx(record["matrix"][1][0])
+    assert (out / "tiny" / "dynamics.png").is_file()
