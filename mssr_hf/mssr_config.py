@@ -24,13 +24,14 @@ from .memory import PHI_CHOICES, WEIGHTINGS, HyperparameterError, SampleMemory
 from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_strategy
 
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
-# (the defaults themselves). A preset chosen on bench/retention.py's development sequences joins here once it beats
-# experience replay there (BENCHMARKS.md).
+# (the defaults themselves). "recommended" is the memory-aware setting chosen on bench/retention.py's development
+# sequence; on the report sequences it is level with experience replay, not above it, so it is not a default
+# (BENCHMARKS.md).
 REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
     # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%), half of it in a burst at the start
     # of each stage; within each earlier task, the samples the memory predicts are furthest above their best loss
-    # first; tasks get their share of a uniform draw; no staleness cap (BENCHMARKS.md, "recommended").
+    # first; tasks get their share of a uniform draw; no staleness cap.
     "recommended": {
         "replay_strategy": "mssr_spl", "replay_first_interval": 1, "replay_lambda_min": 0.0,
         "replay_staleness_cap": 0, "replay_weighting": "forgotten", "replay_ratio_profile": "front",
@@ -123,7 +124,8 @@ class MSSRConfig(SFTConfig):
         replay_preset (`str`, *optional*): a named setting of the replay and memory fields (`REPLAY_PRESETS`);
             `"paper"` is the paper's tables (the defaults); `"recommended"` replays in every batch at experience
             replay's budget, memory-aware within each task (BENCHMARKS.md). A preset sets the fields that are left at
-            their defaults.
+            their defaults (a field set to its default value counts as left: pass `replay_preset="paper"` to keep
+            the defaults).
 
         > Baselines
 
