@@ -25,7 +25,7 @@ from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_str
 
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
 # (the defaults themselves). "recommended" is the memory-aware setting chosen on bench/retention.py's development
-# sequence; on the report sequences it is level with experience replay, not above it, so it is not a default
+# sequence; on the report sequences it ends slightly below experience replay, so it is not a default
 # (BENCHMARKS.md).
 REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
