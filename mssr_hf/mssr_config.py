@@ -108,7 +108,8 @@ class MSSRConfig(SFTConfig):
         replay_event_steps (`int`, *optional*, defaults to `1`): consecutive optimizer steps per replay event.
         replay_ratio_profile (`str`, *optional*, defaults to `"constant"`): how the ratio varies within a stage, at
             the same mean: `constant`, or `front` (half of it in a burst at the start of the stage, decaying over a
-            tenth of the stage; the new task moves the model most at first).
+            tenth of the stage; the new task moves the model most at first). Used by the interval strategies
+            (`fixed`, `mssr_sch`, `mssr_spl`, `mssr_full`); the threshold trigger, `loss` and `accuracy` ignore it.
 
         > Replay buffer (App. E)
 
