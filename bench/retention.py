@@ -332,7 +332,13 @@ def resolved_replay_settings(tier: dict[str, Any], strategy: str, overrides: dic
     same run (e.g. ``er`` and ``uniform@0.3``)."""
     from mssr_hf.mssr_config import MSSRConfig
 
-    args = MSSRConfig(output_dir="unused", replay_strategy=strategy, **run_settings(tier, overrides, seed))
+    return replay_fields(
+        MSSRConfig(output_dir="unused", replay_strategy=strategy, **run_settings(tier, overrides, seed))
+    )
+
+
+def replay_fields(args) -> dict[str, Any]:
+    """The replay and memory fields of an MSSRConfig, after its preset (the preset's name itself left out)."""
     return {
         k: v for k, v in sorted(vars(args).items()) if k.startswith(("replay_", "memory_")) and k != "replay_preset"
     }
@@ -380,7 +386,7 @@ def run_one(
         / max(1, sum(s["steps"] for s in stages[1:]) * tier["batch_size"]),
         "wall_seconds": wall, "calibration": log.summary(),
         "settings": {k: v for k, v in settings.items() if k.startswith("replay_") or k in ("max_steps", "seed")},
-        "resolved": resolved_replay_settings(tier, strategy, overrides, seed),
+        "resolved": replay_fields(args),  # the config this run trained with: no second MSSRConfig
     }  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)  # adapters/checkpoints of every stage: not needed once scored
     return record
