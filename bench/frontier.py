@@ -23,6 +23,10 @@ SELECTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "forgotten": ("mssr_spl", {"replay_weighting": "forgotten"}),
     "uniform_front": ("fixed", {"replay_ratio_profile": "front"}),
     "forgotten_front": ("mssr_spl", {"replay_weighting": "forgotten", "replay_ratio_profile": "front"}),
+    # Each step's replay shifted between tasks by their observed loss gap (replay_task_gap_weight), within a task
+    # uniform (zeta 0) or by predicted gap.
+    "task_gap": ("mssr_spl", {"replay_weighting": "forgotten", "replay_zeta": 0.0, "replay_task_gap_weight": 1.0}),
+    "forgotten_task_gap": ("mssr_spl", {"replay_weighting": "forgotten", "replay_task_gap_weight": 1.0}),
 }
 
 

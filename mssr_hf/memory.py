@@ -38,7 +38,7 @@ WEIGHTINGS = ("power", "gain", "calibrated", "forgotten")
 _HPARAM_NAMES = (
     "alpha", "gamma_d", "phi", "phi_k", "phi_c", "phi_p", "phi_kappa", "ema_beta", "quantiles", "eta_s", "beta_s",
     "rho", "gamma_s", "s_min", "s_max", "s_init", "sigma_s", "zeta", "weighting", "beta_m", "calibration_decay",
-    "calibration_prior",
+    "calibration_prior", "task_gap_weight",
 )  # fmt: skip
 
 
@@ -423,6 +423,12 @@ def _check_hparams(hp: dict[str, Any]) -> None:
     need(hp["s_min"] <= hp["s_init"] <= hp["s_max"], "s_init", f"must lie in {s_range}")
     need(0.0 < hp["calibration_decay"] <= 1.0, "calibration_decay", "must lie in (0, 1]")
     need(hp["calibration_prior"] >= 0, "calibration_prior", "must be >= 0")
+    need(hp["task_gap_weight"] >= 0, "task_gap_weight", "must be >= 0 (0: each task keeps a uniform draw's share)")
+    need(
+        hp["task_gap_weight"] == 0 or hp["weighting"] == "forgotten",
+        "task_gap_weight",
+        "applies to weighting='forgotten' only (the other weightings do not select per task); set it to 0",
+    )
 
 
 class SampleMemory:
@@ -465,6 +471,9 @@ class SampleMemory:
         calibration_decay (`float`): weight kept by the forgetting model's past evidence at each exposure, in (0, 1].
         calibration_prior (`float`): the forgetting model's prior slope of the loss rise on $\log(1 + \Delta t)$,
             >= 0.
+        task_gap_weight (`float`): $\kappa \ge 0$ of :meth:`task_log_weights`: how
+            much a cohort's share of the replay grows with its recently observed loss gap (`forgotten` only; 0: each
+            cohort keeps the share a uniform draw gives it).
         seed (`int`): seed of the generator behind $\epsilon$.
     """
 
@@ -472,7 +481,8 @@ class SampleMemory:
         self, num_samples: int = 0, *, alpha: float, gamma_d: float, phi: str, phi_k: float, phi_c: float,
         phi_p: float, phi_kappa: float, ema_beta: float, quantiles: Sequence[float], eta_s: float, beta_s: float,
         rho: float, gamma_s: float, s_min: float, s_max: float, s_init: float, sigma_s: float, zeta: float,
-        weighting: str, beta_m: float, calibration_decay: float, calibration_prior: float, seed: int,
+        weighting: str, beta_m: float, calibration_decay: float, calibration_prior: float, task_gap_weight: float,
+        seed: int,
     ):  # fmt: skip
         given = locals()
         hp = {name: given[name] for name in _HPARAM_NAMES}
@@ -670,6 +680,40 @@ class SampleMemory:
         """:func:`gap_features` of ``ids`` at ``step`` (a never-seen sample's gap is 0)."""
         last_gap = torch.where(self.seen[ids], self.last_loss[ids] - self.best_loss[ids], 0.0)
         return gap_features(self._elapsed(self.last_review[ids], step), last_gap)
+
+    def task_gaps(self, cohorts: torch.Tensor) -> torch.Tensor:
+        r"""Each cohort's recently observed loss gap: the mean gap $g$ (loss minus the lowest loss the sample had had)
+        of its samples' latest exposures, with the gap model's decayed weights (``calibration_decay`` per exposure
+        step), shrunk towards the mean of all ``cohorts`` by one pseudo-observation:
+        $\hat g_c = (\sum_c g + \bar g) / (n_c + 1)$, $\bar g = \sum g / \sum n$ over ``cohorts``. A cohort
+        without observations gets $\bar g$; 0 everywhere before any. Clamped at 0. Shape of ``cohorts``, float64."""
+        cohorts = torch.as_tensor(cohorts, dtype=torch.int64)
+        known = cohorts < self.gap_model.gram.shape[0]
+        count = torch.zeros(cohorts.shape, dtype=torch.float64)
+        total = torch.zeros(cohorts.shape, dtype=torch.float64)
+        count[known] = self.gap_model.gram[cohorts[known], 0, 0]
+        total[known] = self.gap_model.moment[cohorts[known], 0]
+        unique = torch.unique(cohorts[known])
+        pooled_n = float(self.gap_model.gram[unique, 0, 0].sum()) if unique.numel() else 0.0
+        if pooled_n <= 0:
+            return torch.zeros(cohorts.shape, dtype=torch.float64)
+        pooled = float(self.gap_model.moment[unique, 0].sum()) / pooled_n
+        return ((total + pooled) / (count + 1.0)).clamp(min=0.0)
+
+    def task_log_weights(self, ids: Any, step: int | None = None) -> torch.Tensor:
+        r"""Log weight of each of ``ids``' cohort in the per-cohort counts of a replay draw (beyond the paper):
+        $\log(1 + \kappa\, \hat g_c / \bar g)$, with $\hat g_c$ the cohort's :meth:`task_gaps` and $\bar g$
+        their mean over ``ids`` ($\kappa$ = ``task_gap_weight``). A cohort whose replayed samples lie further above
+        their best loss gets more of the replay; none drops below $1/(1+\kappa)$ of a uniform draw's share.
+        Zeros (a uniform draw's shares) when $\kappa = 0$ or no gap has been observed. Shape ``(n,)``, float64."""
+        ids = self._ids(ids)
+        if self.task_gap_weight == 0 or ids.numel() == 0:
+            return torch.zeros(ids.shape, dtype=torch.float64)
+        gaps = self.task_gaps(self.cohort[ids])
+        mean = float(gaps.mean())
+        if mean <= 0:
+            return torch.zeros(ids.shape, dtype=torch.float64)
+        return torch.log1p(self.task_gap_weight * gaps / mean)
 
     @property
     def stratified(self) -> bool:

@@ -104,6 +104,10 @@ class MSSRConfig(SFTConfig):
             keeps the share uniform selection gives it; within a task, by how far a sample's loss is predicted to lie
             above the lowest it has had, from a model fitted online to the observed gaps). The last two are beyond
             the paper.
+        replay_task_gap_weight (`float`, *optional*, defaults to `0.0`): with `replay_weighting="forgotten"`, how
+            much an earlier task's share of each replay step grows with the loss gap its replayed samples have
+            recently shown (weight 1 + kappa * gap / mean gap per task; beyond the paper). 0: each task keeps the
+            share a uniform draw gives it. The buffer is drawn with uniform shares; the per-step draw is tilted.
         replay_beta_m (`float`, *optional*, defaults to `1.0`): exponent beta_m of the `gain` weighting.
         replay_event_steps (`int`, *optional*, defaults to `1`): consecutive optimizer steps per replay event.
         replay_ratio_profile (`str`, *optional*, defaults to `"constant"`): how the ratio varies within a stage, at
@@ -202,6 +206,10 @@ class MSSRConfig(SFTConfig):
             "help": "Replay weights: power (m^-zeta), gain, calibrated, or forgotten.",
             "choices": list(WEIGHTINGS),
         },
+    )
+    replay_task_gap_weight: float = field(
+        default=0.0,
+        metadata={"help": "forgotten weighting: tasks' replay shares grow with their observed loss gap (0: off)."},
     )
     replay_beta_m: float = field(default=1.0, metadata={"help": "Exponent beta_m of the gain weighting."})
     replay_event_steps: int = field(default=1, metadata={"help": "Consecutive optimizer steps per replay event."})
@@ -348,6 +356,7 @@ FIELD_ARGUMENTS: dict[str, dict[str, str]] = {
         "memory_s_min": "s_min", "memory_s_max": "s_max", "memory_s_init": "s_init", "memory_sigma_s": "sigma_s",
         "replay_zeta": "zeta", "replay_weighting": "weighting", "replay_beta_m": "beta_m",
         "memory_calibration_decay": "calibration_decay", "memory_calibration_prior": "calibration_prior",
+        "replay_task_gap_weight": "task_gap_weight",
     },
     "strategy": {  # build_strategy(**arguments)
         "replay_strategy": "name", "replay_interval_pattern": "interval_pattern",

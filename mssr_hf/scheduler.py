@@ -199,23 +199,36 @@ def weighted_choice(
 
 
 def stratified_choice(
-    candidates: torch.Tensor, groups: torch.Tensor, log_weights: torch.Tensor, k: int, generator: torch.Generator
+    candidates: torch.Tensor,
+    groups: torch.Tensor,
+    log_weights: torch.Tensor,
+    k: int,
+    generator: torch.Generator,
+    group_log_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""``min(k, n)`` distinct entries of ``candidates``: how many come from each group is drawn exactly as uniform
     selection would draw them (``k`` uniform picks, counted per group), and which ones within a group by
     ``log_weights`` (Gumbel-top-k within the group). So the weights move replay between the samples of one group
     (one task), never between groups.
 
+    With ``group_log_weights`` (one per candidate, equal within a group), the ``k`` picks that set the counts are
+    drawn with those weights instead (Gumbel-top-k): a group's expected share grows with its weight times its size.
+
     Args:
         candidates (`torch.Tensor`): shape ``(n,)``. groups (`torch.Tensor`): each candidate's group, ints >= 0,
             shape ``(n,)``. log_weights (`torch.Tensor`): shape ``(n,)``. k (`int`): how many, >= 0.
+        group_log_weights (`torch.Tensor`, *optional*): shape ``(n,)``.
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     k = min(k, candidates.numel())
     if k == 0:
         return candidates[:0]
-    picks = uniform_choice(torch.arange(candidates.numel()), k, generator)
+    positions = torch.arange(candidates.numel())
+    if group_log_weights is None:
+        picks = uniform_choice(positions, k, generator)
+    else:
+        picks = weighted_choice(positions, group_log_weights, k, generator)
     counts = torch.bincount(groups[picks], minlength=int(groups.max()) + 1)
     u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
     keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))
@@ -238,7 +251,8 @@ def draw_buffer(
     """Re-draw the active replay buffer (``size`` ids) from the bank. With ``staleness_cap > 0`` and a memory, samples
     not reviewed for more than ``staleness_cap`` memory time units (optimizer steps on the paper's clock) are taken
     first (longest-unreviewed first; the "staleness
-    safety cap" of Table ``tab:replay_impl_params``); the strategy's :meth:`ReplayStrategy.select` fills the rest."""
+    safety cap" of Table ``tab:replay_impl_params``); the strategy's :meth:`ReplayStrategy.select` fills the rest
+    (without ``by_task_gap``: the buffer holds tasks at a uniform draw's shares)."""
     if staleness_cap > 0 and memory is not None and bank_ids.numel():
         unseen_for = memory.elapsed_since_review(bank_ids, step)
         stale = unseen_for > staleness_cap
@@ -324,7 +338,9 @@ class ReplayStrategy(Protocol):
       bank holds ``bank_ids``.
     - ``plan``: the fraction of optimizer step ``step``'s global batch to take from the buffer (0.0: no replay).
       Called once per step, in order, on every rank with identical inputs.
-    - ``select``: which ``k`` of ``candidates`` to replay (also used to refresh the buffer from the bank).
+    - ``select``: which ``k`` of ``candidates`` to replay (also used to refresh the buffer from the bank). The
+      trainer passes ``by_task_gap=True`` to each step's draw, and only when the memory's ``task_gap_weight`` is
+      above 0: the draw may then shift replay between tasks by their observed forgetting.
     """
 
     name: str
@@ -338,7 +354,13 @@ class ReplayStrategy(Protocol):
     def observe(self, step: int, signals: ReplaySignals) -> None: ...
 
     def select(
-        self, candidates: torch.Tensor, k: int, step: int, memory: SampleMemory | None, generator: torch.Generator
+        self,
+        candidates: torch.Tensor,
+        k: int,
+        step: int,
+        memory: SampleMemory | None,
+        generator: torch.Generator,
+        by_task_gap: bool = False,
     ) -> torch.Tensor: ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -375,14 +397,22 @@ class _StrategyBase:
         pass
 
     def select(
-        self, candidates: torch.Tensor, k: int, step: int, memory: SampleMemory | None, generator: torch.Generator
+        self,
+        candidates: torch.Tensor,
+        k: int,
+        step: int,
+        memory: SampleMemory | None,
+        generator: torch.Generator,
+        by_task_gap: bool = False,
     ) -> torch.Tensor:
         if self.weighted:
             if memory is None:
                 raise ValueError(f"strategy {self.name!r} selects by memory weights and needs a SampleMemory")
             log_weights = memory.replay_log_weights(candidates, step)
             if memory.stratified:
-                return stratified_choice(candidates, memory.cohort[candidates], log_weights, k, generator)
+                task_weights = memory.task_log_weights(candidates, step) if by_task_gap else None
+                groups = memory.cohort[candidates]
+                return stratified_choice(candidates, groups, log_weights, k, generator, task_weights)
             return weighted_choice(candidates, log_weights, k, generator)
         return uniform_choice(candidates, k, generator)
 

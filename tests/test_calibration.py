@@ -13,6 +13,8 @@ from torch.testing import assert_close
 
 from mssr_hf.memory import (
     ForgettingModel,
+    HyperparameterError,
+    SampleMemory,
     calibrated_log_weights,
     forgetting_features,
     gap_features,
@@ -372,3 +374,105 @@ class TestReplayAllowance:
         for step, want in enumerate(wants, start=1):
             spent += min(want, replay_allowance(share, batch, step, spent))
             assert spent <= share * batch * step + 1e-6
+
+
+# ================================================================================================================
+# Replay shifted between tasks by their observed gap (task_gap_weight)
+# ================================================================================================================
+
+
+def _two_task_memory(**overrides) -> SampleMemory:
+    """Task 0 (ids 0, 1) and task 1 (id 2), learned to loss 1, then replayed once: task 0 at losses 2 and 4 (gaps 1
+    and 3), task 1 at 1 (gap 0). No decay."""
+    mem = make_memory(weighting="forgotten", calibration_decay=1.0, **overrides)
+    mem.extend(2, step=0)
+    mem.extend(1, step=0)
+    mem.expose([0, 1, 2], [1.0, 1.0, 1.0], step=1)  # first exposures: the best losses, no gap observed
+    mem.expose([0, 1, 2], [2.0, 4.0, 1.0], step=2)
+    return mem
+
+
+class TestTaskGapWeight:
+    def test_task_gaps_by_hand(self):
+        mem = _two_task_memory()
+        # task 0: gaps 1 + 3 over 2 observations, task 1: 0 over 1; pooled mean 4/3. Shrunk by one pseudo-observation
+        # of the pooled mean: (4 + 4/3) / 3 = 16/9 and (0 + 4/3) / 2 = 2/3.
+        assert_close(mem.task_gaps(torch.tensor([0, 1])), t64(16 / 9, 2 / 3))
+        # a cohort the memory has not observed gets the pooled mean of the asked cohorts
+        assert_close(mem.task_gaps(torch.tensor([0, 7])), t64((4 + 2) / 3, 2.0))
+
+    def test_task_log_weights_by_hand(self):
+        mem = _two_task_memory(task_gap_weight=1.0)
+        # per candidate [16/9, 16/9, 2/3], mean 38/27: log(1 + g / mean) = log(43/19) for task 0, log(28/19) for task 1
+        assert_close(mem.task_log_weights([0, 1, 2], step=3), t64(*[math.log(43 / 19)] * 2, math.log(28 / 19)))
+        off = _two_task_memory()  # task_gap_weight 0: a uniform draw's shares
+        assert_close(off.task_log_weights([0, 1, 2], step=3), t64(0, 0, 0))
+        unseen = make_memory(3, weighting="forgotten", task_gap_weight=1.0)  # no gap observed yet: uniform
+        assert_close(unseen.task_log_weights([0, 1, 2], step=0), t64(0, 0, 0))
+
+    def test_the_weight_needs_the_forgotten_weighting_and_is_not_negative(self, tmp_path):
+        with pytest.raises(HyperparameterError, match="task_gap_weight"):
+            make_memory(weighting="power", task_gap_weight=1.0)
+        with pytest.raises(HyperparameterError, match="task_gap_weight"):
+            make_memory(weighting="forgotten", task_gap_weight=-1.0)
+        from mssr_hf import MSSRConfig
+
+        with pytest.raises(
+            ValueError, match=r"MSSRConfig\.replay_task_gap_weight=1\.0 is invalid: applies to replay_w"
+        ):
+            MSSRConfig(output_dir=str(tmp_path), replay_task_gap_weight=1.0)
+
+    def test_group_weights_set_each_groups_share(self):
+        # two groups of 20; group 1's weight is 3: one pick comes from it with probability 3/4
+        groups = torch.tensor([0] * 20 + [1] * 20)
+        group_w = torch.cat([torch.zeros(20), torch.full((20,), math.log(3.0))]).double()
+        g = torch.Generator().manual_seed(0)
+        picks = torch.cat([stratified_choice(torch.arange(40), groups, torch.zeros(40).double(), 1, g, group_w)
+                           for _ in range(4000)])  # fmt: skip
+        assert abs(float((groups[picks] == 1).double().mean()) - 0.75) < 0.03
+        # equal group weights: the shares of a uniform draw (each group half)
+        flat = torch.cat([stratified_choice(torch.arange(40), groups, torch.zeros(40).double(), 4, g,
+                                            torch.zeros(40).double()) for _ in range(2000)])  # fmt: skip
+        assert abs(float((groups[flat] == 1).double().mean()) - 0.5) < 0.03
+
+    @PROP
+    @given(gap_0=st.integers(0, 50), gap_1=st.integers(0, 50), kappa=st.floats(0.1, 4.0))
+    def test_the_task_with_the_larger_gap_gets_the_larger_weight_and_none_loses_more_than_the_bound(
+        self, gap_0, gap_1, kappa
+    ):
+        mem = make_memory(weighting="forgotten", calibration_decay=1.0, task_gap_weight=kappa)
+        mem.extend(4, step=0)
+        mem.extend(4, step=0)
+        mem.expose(torch.arange(8), torch.ones(8, dtype=torch.float64), step=1)
+        mem.expose(torch.arange(8), t64(*[1 + gap_0 / 10] * 4, *[1 + gap_1 / 10] * 4), step=2)
+        w = mem.task_log_weights(torch.arange(8), step=3)
+        if gap_0 > gap_1:
+            assert float(w[0]) > float(w[4])
+        elif gap_1 > gap_0:
+            assert float(w[4]) > float(w[0])
+        # share of each task relative to a uniform draw's (1/2): at least 1 / (1 + kappa)
+        share = torch.exp(w[[0, 4]]) / torch.exp(w[[0, 4]]).sum()
+        assert float(share.min()) >= 0.5 / (1 + kappa) - 1e-9
+
+    def test_each_steps_draw_leans_to_the_forgotten_task_and_the_buffer_does_not(self):
+        """Task 0's replays sit 3 above their best loss, task 1's at it. With by_task_gap (each step's draw) task 0
+        gets (1 + 2) / ((1 + 2) + 1) = 3/4 of the picks (kappa 1: weights 1 + g / mean g = 1 + 2, 1 + 0); the buffer
+        draw (draw_buffer, without it) keeps the uniform half."""
+        from mssr_hf.scheduler import _StrategyBase, draw_buffer
+
+        mem = make_memory(weighting="forgotten", calibration_decay=1.0, task_gap_weight=1.0, zeta=0.0)
+        mem.extend(20, step=0)
+        mem.extend(20, step=0)
+        mem.expose(torch.arange(40), torch.ones(40, dtype=torch.float64), step=1)
+        mem.expose(torch.arange(40), torch.cat([torch.full((20,), 4.0), torch.ones(20)]).double(), step=2)
+        # shrinkage moves the task gaps only slightly (20 observations each): (60 + 1.5) / 21 and 1.5 / 21
+        strategy = _StrategyBase(weighted=True, event_steps=1)
+        g = torch.Generator().manual_seed(0)
+        bank = torch.arange(40)
+        tilted = torch.cat([strategy.select(bank, 1, 3, mem, g, by_task_gap=True) for _ in range(4000)])
+        gaps = mem.task_gaps(torch.tensor([0, 1]))
+        weights = 1 + gaps / gaps.mean()
+        assert abs(float((tilted < 20).double().mean()) - float(weights[0] / weights.sum())) < 0.03
+        assert abs(float(weights[0] / weights.sum()) - 0.75) < 0.02
+        plain = torch.cat([draw_buffer(bank, 4, strategy, mem, 3, g) for _ in range(2000)])
+        assert abs(float((plain < 20).double().mean()) - 0.5) < 0.03

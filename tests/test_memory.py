@@ -370,6 +370,7 @@ class TestScenario:
             "weighting": "power", "beta_m": 1.0,
             # not the paper's: the calibrated forgetting model's (used only by weighting="calibrated")
             "calibration_decay": 0.99, "calibration_prior": 0.1,
+            "task_gap_weight": 0.0,  # beyond the paper, off: tasks keep a uniform draw's share
         }  # fmt: skip
 
 

@@ -716,6 +716,32 @@ def test_calibration_is_logged_and_selection_uses_it(tiny_model_dir, tmp_path):
     assert -1.0 <= logged[-1]["memory/calibration_r_predicted"] <= 1.0
 
 
+def test_each_steps_draw_is_tilted_by_task_gap_and_the_buffer_is_not(tiny_model_dir, tmp_path):
+    """replay_task_gap_weight > 0: the trainer asks each step's draw to shift replay between tasks by their observed
+    gap (by_task_gap=True) and refreshes the buffer without it; at 0 it never passes the keyword (a user's strategy
+    need not know it)."""
+    task, bank = task_and_bank()
+    model, tok = load(tiny_model_dir)
+    for weight in (1.0, 0.0):
+        args = config(tmp_path, max_steps=6, replay_strategy="mssr_spl", replay_first_interval=1,
+                      replay_lambda0=0.25, replay_buffer_size=16, replay_refresh_interval=2,
+                      replay_weighting="forgotten", replay_task_gap_weight=weight)  # fmt: skip
+        trainer = MSSRTrainer(model, args, train_dataset=task, replay_dataset=bank, processing_class=tok)
+        calls, select = [], trainer.strategy.select
+
+        def spy(candidates, k, step, memory, generator, calls=calls, select=select, **kwargs):
+            calls.append((candidates.numel(), kwargs))
+            return select(candidates, k, step, memory, generator, **kwargs)
+
+        trainer.strategy.select = spy
+        trainer.train()
+        per_step = [kw for n, kw in calls if n == 16]  # draws from the 16-sample buffer
+        refresh = [kw for n, kw in calls if n == len(bank)]  # buffer draws from the 48-sample bank
+        assert per_step and refresh and all(kw == {} for kw in refresh)
+        assert all(kw == ({"by_task_gap": True} if weight else {}) for kw in per_step)
+        assert trainer.counters["replayed_samples"] > 0
+
+
 def test_replay_presets(tmp_path):
     paper, plain = config(tmp_path, replay_preset="paper"), config(tmp_path)
     fields = [f for f in vars(plain) if f.startswith(("replay_", "memory_")) and f != "replay_preset"]
