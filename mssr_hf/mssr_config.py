@@ -25,16 +25,16 @@ from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_str
 
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
 # (the defaults themselves). "recommended" is the memory-aware setting chosen on bench/retention.py's development
-# sequence; on the report sequences it ends slightly below experience replay, so it is not a default
-# (BENCHMARKS.md).
+# sequence; at experience replay's budget it ended above it on one report sequence and level on the other, so it is
+# not a default (BENCHMARKS.md).
 REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
-    # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%), half of it in a burst at the start
-    # of each stage; within each earlier task, the samples the memory predicts are furthest above their best loss
-    # first; tasks get their share of a uniform draw; no staleness cap.
+    # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%); each step's replay is shared between
+    # the earlier tasks by how far above their best loss their replayed samples have recently been (weight 1 + gap /
+    # mean gap), uniformly within a task; no staleness cap. Chosen on the development sequence (BENCHMARKS.md).
     "recommended": {
         "replay_strategy": "mssr_spl", "replay_first_interval": 1, "replay_lambda_min": 0.0,
-        "replay_staleness_cap": 0, "replay_weighting": "forgotten", "replay_ratio_profile": "front",
+        "replay_staleness_cap": 0, "replay_weighting": "forgotten", "replay_zeta": 0.0, "replay_task_gap_weight": 1.0,
     },
 }  # fmt: skip
 
@@ -128,9 +128,9 @@ class MSSRConfig(SFTConfig):
             replayed). The strategy still decides when and which. `None`: no cap.
         replay_preset (`str`, *optional*): a named setting of the replay and memory fields (`REPLAY_PRESETS`);
             `"paper"` is the paper's tables (the defaults); `"recommended"` replays in every batch at experience
-            replay's budget, memory-aware within each task (BENCHMARKS.md). A preset sets the fields that are left at
-            their defaults (a field set to its default value counts as left: pass `replay_preset="paper"` to keep
-            the defaults).
+            replay's budget and shares it between earlier tasks by their observed forgetting (BENCHMARKS.md). A
+            preset sets the fields that are left at their defaults (a field set to its default value counts as left:
+            pass `replay_preset="paper"` to keep the defaults).
 
         > Baselines
 

@@ -79,16 +79,17 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
     strategies = ["none", "fixed", "mssr_full", "er", "er_budget", "recommended"]
     argv = ["--config", str(config), "--strategies", *strategies, "--out", str(out), "--workdir", str(work),
             "--variant", "er_zeta0=mssr_spl,replay_first_interval=1,replay_zeta=0",
-            "--frontier", "0.3", "--rules", "uniform", "forgotten_front"]  # fmt: skip
+            "--frontier", "0.3", "--rules", "uniform", "task_gap"]  # fmt: skip
     assert bench.main(argv) == 0
 
     records = {p.stem: json.loads(p.read_text()) for p in (out / "tiny" / "runs").glob("*.json")}
-    frontier_rows = ["uniform@0.3", "forgotten_front@0.3"]
+    frontier_rows = ["uniform@0.3", "task_gap@0.3"]
     assert sorted(records) == sorted(f"{s}-seed0" for s in [*strategies, "er_zeta0", *frontier_rows])
-    # The preset's row is the frontier's forgotten_front rule at er's share, and er is uniform@0.3: trained once.
+    # The preset's row is the frontier's task_gap rule at er's share, and er is uniform@0.3: trained once.
     assert records["recommended-seed0"]["resolved"]["replay_strategy"] == "mssr_spl"
     assert records["recommended-seed0"]["resolved"]["replay_staleness_cap"] == 0
-    for twin, first in (("uniform@0.3", "er"), ("forgotten_front@0.3", "recommended")):
+    assert records["recommended-seed0"]["resolved"]["replay_task_gap_weight"] == 1.0
+    for twin, first in (("uniform@0.3", "er"), ("task_gap@0.3", "recommended")):
         assert records[f"{twin}-seed0"]["same_run_as"] == first
         assert records[f"{twin}-seed0"]["matrix"] == records[f"{first}-seed0"]["matrix"]
     assert records["recommended-seed0"]["resolved"] != records["er-seed0"]["resolved"]

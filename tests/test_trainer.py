@@ -747,12 +747,14 @@ def test_replay_presets(tmp_path):
     fields = [f for f in vars(plain) if f.startswith(("replay_", "memory_")) and f != "replay_preset"]
     assert fields and all(getattr(paper, f) == getattr(plain, f) for f in fields)
     recommended = config(tmp_path, replay_preset="recommended", replay_lambda0=0.1)
-    assert (recommended.replay_strategy, recommended.replay_weighting, recommended.replay_ratio_profile) == (
-        "mssr_spl", "forgotten", "front"
+    assert (recommended.replay_strategy, recommended.replay_weighting, recommended.replay_task_gap_weight) == (
+        "mssr_spl", "forgotten", 1.0
     )  # fmt: skip
     assert recommended.replay_staleness_cap == 0 and recommended.replay_first_interval == 1
+    assert recommended.replay_zeta == 0.0  # uniform within a task
     assert recommended.replay_lambda0 == 0.1  # a field the user set is theirs
-    assert recommended.replay_zeta == plain.replay_zeta  # fields the preset does not name keep their defaults
+    # fields the preset does not name keep their defaults
+    assert recommended.replay_ratio_profile == plain.replay_ratio_profile == "constant"
     with pytest.raises(ValueError, match="replay_preset"):
         config(tmp_path, replay_preset="best")
     with pytest.raises(ValueError, match="memory_time_unit"):
