@@ -476,3 +476,24 @@ class TestTaskGapWeight:
         assert abs(float(weights[0] / weights.sum()) - 0.75) < 0.02
         plain = torch.cat([draw_buffer(bank, 4, strategy, mem, 3, g) for _ in range(2000)])
         assert abs(float((plain < 20).double().mean()) - 0.5) < 0.03
+
+    def test_with_zeta_0_the_draw_within_a_task_is_uniform_whatever_the_gaps(self):
+        """The recommended preset's setting (forgotten, zeta 0, kappa 1) with one earlier task: its samples sit at very
+        different gaps (0 to 3.9 above their best loss), yet every sample is drawn equally often: the tilt moves replay
+        between tasks only, and zeta 0 leaves the choice within a task uniform."""
+        from mssr_hf.scheduler import _StrategyBase
+
+        mem = make_memory(weighting="forgotten", calibration_decay=1.0, task_gap_weight=1.0, zeta=0.0)
+        mem.extend(40, step=0)
+        mem.expose(torch.arange(40), torch.ones(40, dtype=torch.float64), step=1)
+        mem.expose(torch.arange(40), 1.0 + torch.arange(40, dtype=torch.float64) / 10, step=2)
+        assert float(mem.predicted_gap(torch.arange(40), 3).std()) > 0  # the gap model does tell the samples apart
+        assert torch.equal(mem.replay_log_weights(torch.arange(40), 3), torch.zeros(40, dtype=torch.float64))
+        strategy = _StrategyBase(weighted=True, event_steps=1)
+        g = torch.Generator().manual_seed(0)
+        counts = torch.zeros(40)
+        for _ in range(4000):
+            counts[strategy.select(torch.arange(40), 2, 3, mem, g, by_task_gap=True)] += 1
+        # 200 expected draws per sample; binomial sd about 14, so 5 sd either side
+        assert float(counts.min()) > 130 and float(counts.max()) < 270
+        assert abs(float(counts[:20].sum() - counts[20:].sum())) < 400  # low and high gaps alike (sd about 89)
