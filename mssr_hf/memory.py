@@ -700,12 +700,13 @@ class SampleMemory:
         pooled = float(self.gap_model.moment[unique, 0].sum()) / pooled_n
         return ((total + pooled) / (count + 1.0)).clamp(min=0.0)
 
-    def task_log_weights(self, ids: Any, step: int | None = None) -> torch.Tensor:
+    def task_log_weights(self, ids: Any) -> torch.Tensor:
         r"""Log weight of each of ``ids``' cohort in the per-cohort counts of a replay draw (beyond the paper):
         $\log(1 + \kappa\, \hat g_c / \bar g)$, with $\hat g_c$ the cohort's :meth:`task_gaps` and $\bar g$
         their mean over ``ids`` ($\kappa$ = ``task_gap_weight``). A cohort whose replayed samples lie further above
         their best loss gets more of the replay; none drops below $1/(1+\kappa)$ of a uniform draw's share.
-        Zeros (a uniform draw's shares) when $\kappa = 0$ or no gap has been observed. Shape ``(n,)``, float64."""
+        Zeros (a uniform draw's shares) when $\kappa = 0$ or no gap has been observed. No step argument: the gaps
+        decay per exposure, not with time. Shape ``(n,)``, float64."""
         ids = self._ids(ids)
         if self.task_gap_weight == 0 or ids.numel() == 0:
             return torch.zeros(ids.shape, dtype=torch.float64)

@@ -477,7 +477,8 @@ class MSSRTrainer(SFTTrainer):
                                         self.counters["planned_stage_samples"]))  # fmt: skip
         if k > 0:
             self.counters["planned_stage_samples"] += k
-            # replay_task_gap_weight: this step's draw leans towards the tasks whose replays show the larger gap
+            # replay_task_gap_weight: this step's draw leans towards the tasks whose replays show the larger gap (the
+            # keyword only then, so a user's ReplayStrategy whose select() predates it keeps working)
             tilt = {"by_task_gap": True} if self.memory.task_gap_weight > 0 else {}
             ids = self.strategy.select(self.buffer, k, step, self.memory, self.generator, **tilt)
             self.replay_sampler.set_plan(step, self.row_of_id[ids])

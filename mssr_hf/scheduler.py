@@ -410,7 +410,7 @@ class _StrategyBase:
                 raise ValueError(f"strategy {self.name!r} selects by memory weights and needs a SampleMemory")
             log_weights = memory.replay_log_weights(candidates, step)
             if memory.stratified:
-                task_weights = memory.task_log_weights(candidates, step) if by_task_gap else None
+                task_weights = memory.task_log_weights(candidates) if by_task_gap else None
                 groups = memory.cohort[candidates]
                 return stratified_choice(candidates, groups, log_weights, k, generator, task_weights)
             return weighted_choice(candidates, log_weights, k, generator)

@@ -404,11 +404,11 @@ class TestTaskGapWeight:
     def test_task_log_weights_by_hand(self):
         mem = _two_task_memory(task_gap_weight=1.0)
         # per candidate [16/9, 16/9, 2/3], mean 38/27: log(1 + g / mean) = log(43/19) for task 0, log(28/19) for task 1
-        assert_close(mem.task_log_weights([0, 1, 2], step=3), t64(*[math.log(43 / 19)] * 2, math.log(28 / 19)))
+        assert_close(mem.task_log_weights([0, 1, 2]), t64(*[math.log(43 / 19)] * 2, math.log(28 / 19)))
         off = _two_task_memory()  # task_gap_weight 0: a uniform draw's shares
-        assert_close(off.task_log_weights([0, 1, 2], step=3), t64(0, 0, 0))
+        assert_close(off.task_log_weights([0, 1, 2]), t64(0, 0, 0))
         unseen = make_memory(3, weighting="forgotten", task_gap_weight=1.0)  # no gap observed yet: uniform
-        assert_close(unseen.task_log_weights([0, 1, 2], step=0), t64(0, 0, 0))
+        assert_close(unseen.task_log_weights([0, 1, 2]), t64(0, 0, 0))
 
     def test_the_weight_needs_the_forgotten_weighting_and_is_not_negative(self, tmp_path):
         with pytest.raises(HyperparameterError, match="task_gap_weight"):
@@ -445,7 +445,7 @@ class TestTaskGapWeight:
         mem.extend(4, step=0)
         mem.expose(torch.arange(8), torch.ones(8, dtype=torch.float64), step=1)
         mem.expose(torch.arange(8), t64(*[1 + gap_0 / 10] * 4, *[1 + gap_1 / 10] * 4), step=2)
-        w = mem.task_log_weights(torch.arange(8), step=3)
+        w = mem.task_log_weights(torch.arange(8))
         if gap_0 > gap_1:
             assert float(w[0]) > float(w[4])
         elif gap_1 > gap_0:
