@@ -136,3 +136,54 @@ def test_dynamics_scores_earlier_tasks_within_a_stage(tmp_path):
     # the last scoring is at the stage's end: the same model the matrix scores after stage 2
     assert record["curve"][-1]["scores"][0] == pytest.approx(record["matrix"][1][0])
     assert (out / "tiny" / "dynamics.png").is_file()
+
+
+def load_pooled():
+    spec = importlib.util.spec_from_file_location("pooled_bench", ROOT / "bench" / "pooled.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sign_test_by_hand():
+    pooled = load_pooled()
+    # 5 of 5 above: 2 * (1/32) = 0.0625; 4 against 1: 2 * (5 + 1) / 32 = 0.375; an even split is 1
+    assert pooled.sign_test(5, 0) == pytest.approx(0.0625)
+    assert pooled.sign_test(1, 4) == pytest.approx(0.375)
+    assert pooled.sign_test(3, 3) == 1.0 and pooled.sign_test(0, 0) == 1.0
+
+
+def test_pooled_pairs_over_sequences(tmp_path):
+    pooled = load_pooled()
+
+    def write(sequence, variant, seed, final, forgetting, diagonal=(1.0, 0.9)):
+        runs = tmp_path / sequence / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        metrics = {"final_average": final, "average_forgetting": forgetting}
+        matrix = [[diagonal[0], None], [0.5, diagonal[1]]]
+        record = {"variant": variant, "seed": seed, "metrics": metrics, "matrix": matrix}
+        (runs / f"{variant}-seed{seed}.json").write_text(json.dumps(record))
+
+    # sequence a: seed 0 +0.10, seed 1 -0.02; sequence b: seed 0 +0.04; seed 1 of b has no base run
+    write("a", "er", 0, 0.80, 0.10), write("a", "new", 0, 0.90, 0.05)
+    write("a", "er", 1, 0.90, 0.02, (0.7, 1.0)), write("a", "new", 1, 0.88, 0.04)
+    write("b", "er", 0, 0.50, 0.30), write("b", "new", 0, 0.54, 0.30), write("b", "new", 1, 0.99, 0.00)
+    text = pooled.main([str(tmp_path / "a"), str(tmp_path / "b"), "--pair", "new:er", "--out", str(tmp_path / "p")])
+    result = json.loads((tmp_path / "p" / "pooled.json").read_text())["results"][0]
+    final = result["final_average"]
+    assert final["pairs"] == 3 and final["mean"] == pytest.approx(0.04)
+    # s.d. of (0.10, -0.02, 0.04) is 0.06, over sqrt(3)
+    assert final["stderr"] == pytest.approx(0.06 / math.sqrt(3))
+    assert (final["positive"], final["negative"]) == (2, 1) and final["sign_test_p"] == pytest.approx(1.0)
+    assert final["per_sequence"] == pytest.approx({"a": 0.04, "b": 0.04}) and final["sequences_positive"] == 2
+    forgetting = result["average_forgetting"]  # -0.05, +0.02, 0.00: the tie counts on neither side
+    assert (forgetting["positive"], forgetting["negative"]) == (1, 1)
+    assert forgetting["mean"] == pytest.approx(-0.01)
+    assert "`new` − `er` | final_average | 3 | +0.0400" in text
+    # the diagonal, not the final row, says whether a task was learned: er seed 1 of a scored 0.7 after stage 1
+    learned = json.loads((tmp_path / "p" / "pooled.json").read_text())["learned"]
+    assert learned["er"] == {"runs": 3, "learned": 2, "lowest": pytest.approx(0.7)}
+    assert learned["new"] == {"runs": 4, "learned": 4, "lowest": pytest.approx(0.9)}
+    assert "| `er` | 3 | 2 | 0.70 |" in text
+    with pytest.raises(SystemExit, match="VARIANT:BASE"):
+        pooled.main([str(tmp_path / "a"), "--pair", "new", "--out", str(tmp_path / "p")])

@@ -1,0 +1,149 @@
+r"""Paired comparisons pooled over several sequences: does a setting that won on one sequence hold on others?
+
+``bench/retention.py`` compares variants on one sequence, paired by seed. A preset is chosen on the development
+sequence and checked on report sequences, and it is meant for sequences nobody has run, so this script pools the
+paired differences (same sequence, same seed) over every result directory it is given, and reports how many pairs
+and how many sequences are on each side, with a sign test over the pairs. It also reports, per variant, how many runs
+learned every task in its own stage (scored at least ``--learned`` right after it): where a task was never learned,
+its forgetting is not measured and the final average mostly reflects the miss.
+
+    .venv/bin/python bench/pooled.py bench/results/retention/S-gen? --pair recommended:er \
+        --out bench/results/retention/S-gen
+
+writes ``pooled.md`` and ``pooled.json`` into ``--out`` and prints the Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+METRICS = ("final_average", "average_forgetting")
+
+
+def load_runs(directory: Path) -> dict[tuple[str, int], dict[str, float]]:
+    """``(variant, seed) -> {metric: value}`` of the run records in ``directory/runs``; besides ``METRICS``,
+    ``just_learned``: the lowest score of a task right after its own stage (the matrix's diagonal)."""
+    out = {}
+    for path in sorted((directory / "runs").glob("*.json")):
+        record = json.loads(path.read_text())
+        values = {m: float(record["metrics"][m]) for m in METRICS}
+        values["just_learned"] = min(float(row[i]) for i, row in enumerate(record["matrix"]))
+        out[(record["variant"], int(record["seed"]))] = values
+    return out
+
+
+def learned(runs: dict[str, dict[tuple[str, int], dict[str, float]]], threshold: float) -> dict[str, dict[str, Any]]:
+    """Per variant: how many runs there are, how many learned every task in its own stage (scored ``>= threshold``
+    right after it), and the lowest such score."""
+    out: dict[str, dict[str, Any]] = {}
+    for records in runs.values():
+        for (variant, _), values in records.items():
+            row = out.setdefault(variant, {"runs": 0, "learned": 0, "lowest": math.inf})
+            row["runs"] += 1
+            row["learned"] += int(values["just_learned"] >= threshold)
+            row["lowest"] = min(row["lowest"], values["just_learned"])
+    return dict(sorted(out.items()))
+
+
+def sign_test(positive: int, negative: int) -> float:
+    """Two-sided sign test: the probability, with ties dropped and each sign equally likely, of a split at least as
+    uneven as ``positive`` against ``negative``."""
+    n = positive + negative
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(max(positive, negative), n + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], variant: str, base: str) -> dict[str, Any]:
+    """``variant`` minus ``base`` on every (sequence, seed) that has both, per metric: the pairs, their mean and
+    standard error, how many are above and below 0, the sign test, and each sequence's mean difference."""
+    out: dict[str, Any] = {"variant": variant, "base": base}
+    for metric in METRICS:
+        per_sequence: dict[str, list[float]] = {}
+        for sequence, records in sorted(runs.items()):
+            for (name, seed), values in sorted(records.items()):
+                if name == variant and (base, seed) in records:
+                    per_sequence.setdefault(sequence, []).append(values[metric] - records[(base, seed)][metric])
+        diffs = [d for ds in per_sequence.values() for d in ds]
+        means = {s: statistics.fmean(ds) for s, ds in per_sequence.items()}
+        positive, negative = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+        out[metric] = {
+            "pairs": len(diffs),
+            "mean": statistics.fmean(diffs) if diffs else math.nan,
+            "stderr": statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan,
+            "positive": positive,
+            "negative": negative,
+            "sign_test_p": sign_test(positive, negative),
+            "sequences_positive": sum(m > 0 for m in means.values()),
+            "sequences_negative": sum(m < 0 for m in means.values()),
+            "per_sequence": means,
+        }
+    return out
+
+
+def markdown(
+    results: list[dict[str, Any]], sequences: list[str], learned_rows: dict[str, dict[str, Any]], threshold: float
+) -> str:
+    lines = [
+        f"Pooled over {len(sequences)} sequences ({', '.join(sequences)}), paired by sequence and seed.",
+        "",
+        "| comparison | metric | pairs | mean difference ± s.e. | pairs above / below | sign test p "
+        "| sequences above / below |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for metric in METRICS:
+            m = r[metric]
+            lines.append(
+                f"| `{r['variant']}` − `{r['base']}` | {metric} | {m['pairs']} | {m['mean']:+.4f} ± {m['stderr']:.4f} "
+                f"| {m['positive']} / {m['negative']} | {m['sign_test_p']:.2f} "
+                f"| {m['sequences_positive']} / {m['sequences_negative']} |"
+            )
+    lines += ["", "Per sequence, mean difference of the final average:", ""]
+    lines.append("| comparison | " + " | ".join(sequences) + " |")
+    lines.append("|---|" + "---:|" * len(sequences))
+    for r in results:
+        per = r["final_average"]["per_sequence"]
+        cells = [f"{per[s]:+.3f}" if s in per else "" for s in sequences]
+        lines.append(f"| `{r['variant']}` − `{r['base']}` | " + " | ".join(cells) + " |")
+    lines += ["", f"Runs that learned every task in its own stage (scored at least {threshold:g} right after it):", ""]
+    lines += ["| variant | runs | learned every task | lowest score right after a task's stage |"]
+    lines += ["|---|---:|---:|---:|"]
+    for variant, row in learned_rows.items():
+        lines.append(f"| `{variant}` | {row['runs']} | {row['learned']} | {row['lowest']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> str:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("dirs", nargs="+", type=Path, help="result directories of bench/retention.py (one per sequence)")
+    p.add_argument("--pair", nargs="+", required=True, metavar="VARIANT:BASE", help="e.g. recommended:er")
+    p.add_argument("--out", type=Path, required=True, help="directory for pooled.md and pooled.json")
+    p.add_argument("--learned", type=float, default=0.8, help="score that counts as learned (default 0.8)")
+    a = p.parse_args(argv)
+    runs = {d.name: load_runs(d) for d in a.dirs}
+    pairs = []
+    for item in a.pair:
+        variant, sep, base = item.partition(":")
+        if not sep or not variant or not base:
+            raise SystemExit(f"--pair {item}: expected VARIANT:BASE, e.g. recommended:er")
+        pairs.append((variant, base))
+    results = [pooled_pairs(runs, variant, base) for variant, base in pairs]
+    learned_rows = learned(runs, a.learned)
+    text = markdown(results, sorted(runs), learned_rows, a.learned)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "pooled.md").write_text(text)
+    summary = {"sequences": sorted(runs), "results": results, "learned_threshold": a.learned, "learned": learned_rows}
+    (a.out / "pooled.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(text, end="")
+    return text
+
+
+if __name__ == "__main__":
+    main()
