@@ -10,8 +10,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("retention_bench", ROOT / "bench" / "retention.py")
+def load_bench(name="retention"):
+    """``bench/<name>.py`` as a module (the harnesses are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -118,9 +119,7 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
 def test_dynamics_scores_earlier_tasks_within_a_stage(tmp_path):
     """bench/dynamics.py: every `--every` steps of the second stage, the first task is scored; the run's final
     matrix is retention.py's, and the plot is written."""
-    spec = importlib.util.spec_from_file_location("dynamics_bench", ROOT / "bench" / "dynamics.py")
-    dynamics = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dynamics)
+    dynamics = load_bench("dynamics")
     config = tmp_path / "tiny.yaml"
     config.write_text(
         "tier: S\nname: tiny\ntasks: [syn_copy, syn_reverse]\nhidden_size: 32\nsteps: 8\nbatch_size: 8\n"
@@ -138,15 +137,8 @@ def test_dynamics_scores_earlier_tasks_within_a_stage(tmp_path):
     assert (out / "tiny" / "dynamics.png").is_file()
 
 
-def load_pooled():
-    spec = importlib.util.spec_from_file_location("pooled_bench", ROOT / "bench" / "pooled.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_sign_test_by_hand():
-    pooled = load_pooled()
+    pooled = load_bench("pooled")
     # 5 of 5 above: 2 * (1/32) = 0.0625; 4 against 1: 2 * (5 + 1) / 32 = 0.375; an even split is 1
     assert pooled.sign_test(5, 0) == pytest.approx(0.0625)
     assert pooled.sign_test(1, 4) == pytest.approx(0.375)
@@ -154,7 +146,7 @@ def test_sign_test_by_hand():
 
 
 def test_pooled_pairs_over_sequences(tmp_path):
-    pooled = load_pooled()
+    pooled = load_bench("pooled")
 
     def write(sequence, variant, seed, final, forgetting, diagonal=(1.0, 0.9)):
         runs = tmp_path / sequence / "runs"
