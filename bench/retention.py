@@ -72,6 +72,10 @@ ABLATIONS: dict[str, tuple[str, list]] = {
     "buffer": ("replay_buffer_size", [512, 1024, 2048, 4096]),
     "interval": ("replay_interval_pattern", ["expanding", "fixed", "geometric", "ebbinghaus", "threshold"]),
 }
+# Which samples a run draws, for a given seed and resolved config. Bumped when a library change alters the draws
+# (2: a weighted selection whose weights are all equal draws through uniform_choice, common random numbers with the
+# uniform rules), so that a run is reused under another variant's name only if it was drawn the same way.
+DRAWS = 2
 METRICS = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
 
 # fmt: off
@@ -387,6 +391,7 @@ def run_one(
         "wall_seconds": wall, "calibration": log.summary(),
         "settings": {k: v for k, v in settings.items() if k.startswith("replay_") or k in ("max_steps", "seed")},
         "resolved": replay_fields(args),  # the config this run trained with: no second MSSRConfig
+        "draws": DRAWS,
     }  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)  # adapters/checkpoints of every stage: not needed once scored
     return record
@@ -614,7 +619,7 @@ def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir
                 overrides = {**overrides, **budget_settings(out, seed, tier, len(tasks))}
             resolved = resolved_replay_settings(tier, strategy, overrides, seed)
             same = [r for r in map(json.loads, map(Path.read_text, (out / "runs").glob(f"*-seed{seed}.json")))
-                    if r.get("resolved") == resolved and r["seed"] == seed]  # fmt: skip
+                    if r.get("resolved") == resolved and r["seed"] == seed and r.get("draws", 1) == DRAWS]  # fmt: skip
             if same:  # the same run under another name: training is deterministic, so it is not repeated
                 record = {**same[0], "variant": variant, "same_run_as": same[0]["variant"], "overrides": overrides}
                 path.write_text(json.dumps(record, indent=1) + "\n")

@@ -198,6 +198,11 @@ def weighted_choice(
     return candidates[torch.topk(keys, k).indices]
 
 
+def _all_equal(values: torch.Tensor) -> bool:
+    """Whether ``values`` is non-empty, finite and constant (exactly)."""
+    return values.numel() > 0 and bool(torch.isfinite(values).all()) and bool((values == values[0]).all())
+
+
 def stratified_choice(
     candidates: torch.Tensor,
     groups: torch.Tensor,
@@ -214,6 +219,11 @@ def stratified_choice(
     With ``group_log_weights`` (one per candidate, equal within a group), the ``k`` picks that set the counts are
     drawn with those weights instead (Gumbel-top-k): a group's expected share grows with its weight times its size.
 
+    When every weight is equal (``log_weights`` and ``group_log_weights``), the draw is uniform without replacement,
+    and it is made by :func:`uniform_choice` itself: the same samples, from the same generator state, as a uniform
+    strategy would pick (common random numbers). So a weighted rule and its uniform control differ only once the
+    weights do.
+
     Args:
         candidates (`torch.Tensor`): shape ``(n,)``. groups (`torch.Tensor`): each candidate's group, ints >= 0,
             shape ``(n,)``. log_weights (`torch.Tensor`): shape ``(n,)``. k (`int`): how many, >= 0.
@@ -224,6 +234,8 @@ def stratified_choice(
     k = min(k, candidates.numel())
     if k == 0:
         return candidates[:0]
+    if _all_equal(log_weights) and (group_log_weights is None or _all_equal(group_log_weights)):
+        return uniform_choice(candidates, k, generator)
     positions = torch.arange(candidates.numel())
     if group_log_weights is None:
         picks = uniform_choice(positions, k, generator)

@@ -319,6 +319,54 @@ class TestStratifiedSelection:
                 torch.bincount(groups[picked], minlength=3), torch.bincount(groups[uniform], minlength=3)
             )
 
+    @PROP
+    @given(sizes=st.lists(st.integers(1, 30), min_size=1, max_size=4), k=st.integers(0, 40), seed=st.integers(0, 99),
+           level=st.floats(-5, 5), tilt=st.booleans())  # fmt: skip
+    def test_equal_weights_pick_exactly_what_uniform_selection_picks(self, sizes, k, seed, level, tilt):
+        # common random numbers: with nothing to tilt by, the same samples as uniform_choice from the same state, and
+        # the generator left in the same state
+        groups = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+        n = groups.numel()
+        candidates = torch.arange(100, 100 + n)
+        flat = torch.full((n,), level, dtype=torch.float64)
+        g_mixed, g_uniform = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        picked = stratified_choice(candidates, groups, flat, k, g_mixed, flat.clone() if tilt else None)
+        assert torch.equal(picked, uniform_choice(candidates, k, g_uniform))
+        assert torch.equal(g_mixed.get_state(), g_uniform.get_state())
+
+    def test_unequal_weights_still_draw_by_weight(self):
+        # one differing weight is enough to leave the uniform path: the within-group draw follows the weights
+        groups = torch.zeros(6, dtype=torch.int64)
+        log_w = t64(0, 0, 0, 0, 0, 60)
+        for seed in range(20):
+            assert 5 in stratified_choice(torch.arange(6), groups, log_w, 1, torch.Generator().manual_seed(seed))
+
+    def test_a_tilted_rule_replays_what_er_replays_until_its_weights_differ(self):
+        """The preset's selection (stratified, zeta 0, task tilt) against the uniform one, from one seed: with
+        one earlier task every pick is the same, gaps or not; once two tasks show different gaps, not."""
+        from mssr_hf.scheduler import _StrategyBase
+
+        mem = make_memory(weighting="forgotten", zeta=0.0, calibration_decay=1.0, task_gap_weight=1.0)
+        first = mem.extend(30, step=0)
+        mem.expose(first, torch.full((30,), 0.1, dtype=torch.float64), 1)  # task 0's stage
+        second = mem.extend(30, step=2)
+        mem.expose(second, torch.full((30,), 0.1, dtype=torch.float64), 3)  # task 1's stage, task 0 replayed:
+        mem.expose(first, torch.linspace(0.1, 3.0, 30, dtype=torch.float64), 4)  # gaps 0 to 2.9
+        assert float(mem.task_gaps(torch.tensor([0]))) > 0
+        tilted, uniform = _StrategyBase(weighted=True, event_steps=1), _StrategyBase(weighted=False, event_steps=1)
+        g_t, g_u = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        for step in range(5, 30):
+            assert torch.equal(tilted.select(first, 7, step, mem, g_t, by_task_gap=True),
+                               uniform.select(first, 7, step, mem, g_u))  # fmt: skip
+        mem.extend(30, step=30)  # task 2's stage: tasks 0 and 1 replayed, task 1 with the smaller gap (0.4)
+        mem.expose(second, torch.full((30,), 0.5, dtype=torch.float64), 31)
+        bank = torch.cat([first, second])
+        weights = mem.task_log_weights(bank)
+        assert float(weights[0]) > float(weights[-1])
+        draws_t = [tilted.select(bank, 7, 33, mem, g_t, by_task_gap=True) for _ in range(200)]
+        draws_u = [uniform.select(bank, 7, 33, mem, g_u) for _ in range(200)]
+        assert sum(int((d < 30).sum()) for d in draws_t) > sum(int((d < 30).sum()) for d in draws_u) + 100
+
 
 # ================================================================================================================
 # The ratio profile within a stage

@@ -94,6 +94,10 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
         assert records[f"{twin}-seed0"]["same_run_as"] == first
         assert records[f"{twin}-seed0"]["matrix"] == records[f"{first}-seed0"]["matrix"]
     assert records["recommended-seed0"]["resolved"] != records["er-seed0"]["resolved"]
+    # One earlier task: the preset's tilt has nothing to share, its draws are er's (common random numbers), and so is
+    # the whole run, down to the calibration log.
+    assert records["recommended-seed0"]["matrix"] == records["er-seed0"]["matrix"]
+    assert records["recommended-seed0"]["calibration"] == records["er-seed0"]["calibration"]
     # The extra row: every step replays, with its settings applied.
     assert records["er_zeta0-seed0"]["strategy"] == "mssr_spl" and records["er_zeta0-seed0"]["replayed_samples"] == 16
     assert records["er_zeta0-seed0"]["settings"]["replay_first_interval"] == 1
@@ -113,6 +117,17 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
     assert (out / "tiny" / "summary.md").read_text().count("| `") >= 2 * len(strategies)
     assert (out / "tiny" / "retention.png").is_file()
     assert not (work / "tiny" / "runs").exists() or not any((work / "tiny" / "runs").iterdir())  # cleaned up
+
+    # A run drawn by an older sampler (its record's "draws") is not reused under another name: trained again.
+    assert all(record["draws"] == bench.DRAWS for record in records.values())
+    old_er = {**records["er-seed0"], "draws": bench.DRAWS - 1}
+    (out / "tiny" / "runs" / "er-seed0.json").write_text(json.dumps(old_er))
+    (out / "tiny" / "runs" / "uniform@0.3-seed0.json").unlink()
+    assert bench.main([*argv[:2], "--strategies", "er", "--out", str(out), "--workdir", str(work),
+                       "--frontier", "0.3", "--rules", "uniform"]) == 0  # fmt: skip
+    again = json.loads((out / "tiny" / "runs" / "uniform@0.3-seed0.json").read_text())
+    assert "same_run_as" not in again and again["draws"] == bench.DRAWS
+    assert again["matrix"] == records["er-seed0"]["matrix"]  # training is deterministic
 
 
 @pytest.mark.slow
