@@ -25,13 +25,14 @@ from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_str
 
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
 # (the defaults themselves). "recommended" is the memory-aware setting chosen on bench/retention.py's development
-# sequence; at experience replay's budget it ended above it on one report sequence and level on the other, so it is
-# not a default (BENCHMARKS.md).
+# sequence; compared with experience replay on the same replay draws it is level at the same budget, so it is not a
+# default (BENCHMARKS.md).
 REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
     # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%); each step's replay is shared between
     # the earlier tasks by how far above their best loss their replayed samples have recently been (weight 1 + gap /
-    # mean gap), uniformly within a task; no staleness cap. Chosen on the development sequence (BENCHMARKS.md).
+    # mean gap), uniformly within a task; no staleness cap. Until the tasks' gaps differ it draws exactly the samples
+    # uniform replay draws from the same seed. Chosen on the development sequence (BENCHMARKS.md).
     "recommended": {
         "replay_strategy": "mssr_spl", "replay_first_interval": 1, "replay_lambda_min": 0.0,
         "replay_staleness_cap": 0, "replay_weighting": "forgotten", "replay_zeta": 0.0, "replay_task_gap_weight": 1.0,
