@@ -73,8 +73,9 @@ ABLATIONS: dict[str, tuple[str, list]] = {
     "interval": ("replay_interval_pattern", ["expanding", "fixed", "geometric", "ebbinghaus", "threshold"]),
 }
 # Which samples a run draws, for a given seed and resolved config. Bumped when a library change alters the draws
-# (2: a weighted selection whose weights are all equal draws through uniform_choice, common random numbers with the
-# uniform rules), so that a run is reused under another variant's name only if it was drawn the same way.
+# (2: stratified_choice, the `forgotten` weighting's sampler, draws through uniform_choice when every weight is equal:
+# common random numbers with the uniform rules), so that a run is reused under another variant's name only if it was
+# drawn the same way.
 DRAWS = 2
 METRICS = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
 
