@@ -19,6 +19,7 @@ This module imports torch only.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -203,6 +204,51 @@ def _all_equal(values: torch.Tensor) -> bool:
     return values.numel() > 0 and bool(torch.isfinite(values).all()) and bool((values == values[0]).all())
 
 
+def side_generator(generator: torch.Generator) -> torch.Generator:
+    """A generator seeded from a hash of ``generator``'s state, which it leaves untouched: randomness for a step that
+    a uniform rule does not take, drawn without moving the stream that rule shares (see :func:`stratified_choice`).
+    Deterministic: the same state gives the same side generator."""
+    digest = hashlib.blake2b(generator.get_state().numpy().tobytes(), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
+
+
+def regroup_picks(picks: torch.Tensor, group_log_weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    r"""Turn ``picks`` (distinct positions of a uniform draw, in draw order) into a draw whose group shares follow
+    ``group_log_weights`` (one per position, equal within a group), changing as few picks as possible: a maximal
+    coupling, pick by pick.
+
+    A pick from group $g$ (weight $w_g$, positions' mean weight $\bar w$) stays with probability
+    $\min(1, w_g/\bar w)$; a pick that does not stay moves to a not yet picked member of a group above the mean,
+    drawn with probability proportional to $w_g - \bar w$ (so a group's chance is its unpicked members times
+    $w_g - \bar w$). While few of a group's members are picked, each pick lands in group $g$ with probability
+    $n_g w_g / \sum_h n_h w_h$, as one weighted pick would: $q_g \min(1, w_g/\bar w) + P(\text{move})
+    \cdot n_g (w_g - \bar w)^+ / \sum_h n_h (w_h - \bar w)^+$ with $q_g = n_g/n$. If the groups above the mean run
+    out of members, a move goes to any unpicked position.
+
+    Picks from groups at or above the mean weight never change, and a moved pick keeps its place in the order.
+    """
+    k, n = picks.numel(), group_log_weights.numel()
+    if k == 0 or k >= n:
+        return picks
+    weight = torch.exp(group_log_weights.to(torch.float64) - group_log_weights.max())
+    excess = (weight - weight.mean()).clamp(min=0)  # per position; sums per group to n_g (w_g - mean)
+    stays = torch.rand(k, generator=generator, dtype=torch.float64) < weight[picks] / weight.mean()
+    if bool(stays.all()):
+        return picks
+    taken = torch.zeros(n, dtype=torch.bool)
+    taken[picks[stays]] = True
+    out = picks.clone()
+    for i in torch.nonzero(~stays).flatten().tolist():
+        free = ~taken
+        target = excess * free  # a position-level draw: a group's chance is its free members' total excess
+        if not bool((target > 0).any()):
+            target = free.to(torch.float64)
+        position = int(torch.multinomial(target, 1, generator=generator))
+        taken[position] = True
+        out[i] = position
+    return out
+
+
 def stratified_choice(
     candidates: torch.Tensor,
     groups: torch.Tensor,
@@ -216,13 +262,17 @@ def stratified_choice(
     ``log_weights`` (Gumbel-top-k within the group). So the weights move replay between the samples of one group
     (one task), never between groups.
 
-    With ``group_log_weights`` (one per candidate, equal within a group), the ``k`` picks that set the counts are
-    drawn with those weights instead (Gumbel-top-k): a group's expected share grows with its weight times its size.
+    With ``group_log_weights`` (one per candidate, equal within a group), the uniform picks are regrouped by
+    :func:`regroup_picks`: a group's expected share grows with its weight times its size, and every pick the
+    weights do not require to move stays what uniform selection picked.
 
-    When every weight is equal (``log_weights`` and ``group_log_weights``), the draw is uniform without replacement,
-    and it is made by :func:`uniform_choice` itself: the same samples, from the same generator state, as a uniform
-    strategy would pick (common random numbers). So a weighted rule and its uniform control differ only once the
-    weights do.
+    Common random numbers: the uniform picks come from :func:`uniform_choice` on ``generator``, and the regrouping
+    draws from :func:`side_generator`, so a weighted rule and a uniform rule with the same seed consume the same
+    stream. When every weight is equal the result is exactly ``uniform_choice(candidates, k, generator)``; when only
+    the group weights differ (uniform within each group), it differs from that only in the moved picks, and the
+    generator is left where uniform selection leaves it. So a rule that tilts replay between tasks and its uniform
+    control replay the same samples except where the tilt acts, at every step, not only until it first acts. (Unequal
+    within-group weights draw Gumbel keys from ``generator`` after the picks.)
 
     Args:
         candidates (`torch.Tensor`): shape ``(n,)``. groups (`torch.Tensor`): each candidate's group, ints >= 0,
@@ -234,13 +284,14 @@ def stratified_choice(
     k = min(k, candidates.numel())
     if k == 0:
         return candidates[:0]
-    if _all_equal(log_weights) and (group_log_weights is None or _all_equal(group_log_weights)):
+    tilted = group_log_weights is not None and not _all_equal(group_log_weights)
+    if _all_equal(log_weights) and not tilted:
         return uniform_choice(candidates, k, generator)
-    positions = torch.arange(candidates.numel())
-    if group_log_weights is None:
-        picks = uniform_choice(positions, k, generator)
-    else:
-        picks = weighted_choice(positions, group_log_weights, k, generator)
+    picks = uniform_choice(torch.arange(candidates.numel()), k, generator)
+    if tilted:
+        picks = regroup_picks(picks, group_log_weights, side_generator(generator))
+    if _all_equal(log_weights):
+        return candidates[picks]
     counts = torch.bincount(groups[picks], minlength=int(groups.max()) + 1)
     u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
     keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))

@@ -348,7 +348,8 @@ class TestStratifiedSelection:
 
     def test_a_tilted_rule_replays_what_er_replays_until_its_weights_differ(self):
         """The preset's selection (stratified, zeta 0, task tilt) against the uniform one, from one seed: with
-        one earlier task every pick is the same, gaps or not; once two tasks show different gaps, not."""
+        one earlier task every pick is the same, gaps or not; once two tasks show different gaps, only the picks the
+        tilt moves (from the task with the smaller gap to the other) differ, at every step."""
         from mssr_hf.scheduler import _StrategyBase
 
         mem = make_memory(weighting="forgotten", zeta=0.0, calibration_decay=1.0, task_gap_weight=1.0)
@@ -371,6 +372,11 @@ class TestStratifiedSelection:
         draws_t = [tilted.select(bank, 7, 33, mem, g_t, by_task_gap=True) for _ in range(200)]
         draws_u = [uniform.select(bank, 7, 33, mem, g_u) for _ in range(200)]
         assert sum(int((d < 30).sum()) for d in draws_t) > sum(int((d < 30).sum()) for d in draws_u) + 100
+        assert torch.equal(g_t.get_state(), g_u.get_state())  # the same stream, draw after draw
+        for d_t, d_u in zip(draws_t, draws_u):
+            moved = d_t != d_u
+            assert bool((d_u[moved] >= 30).all()) and bool((d_t[moved] < 30).all())  # task 1 -> task 0 only
+        assert 0 < sum(int((d_t != d_u).sum()) for d_t, d_u in zip(draws_t, draws_u)) < 7 * 200 / 2
 
 
 # ================================================================================================================
@@ -487,6 +493,52 @@ class TestTaskGapWeight:
         flat = torch.cat([stratified_choice(torch.arange(40), groups, torch.zeros(40).double(), 4, g,
                                             torch.zeros(40).double()) for _ in range(2000)])  # fmt: skip
         assert abs(float((groups[flat] == 1).double().mean()) - 0.5) < 0.03
+
+    def test_three_groups_get_their_hand_computed_shares(self):
+        # sizes 10 / 10 / 20, weights 1 / 2 / 4: one pick lands in each with probability n_g w_g / sum = 10 / 110,
+        # 20 / 110 and 80 / 110 (mean weight 2.75: group 0's picks stay with probability 1/2.75, group 1's 2/2.75)
+        groups = torch.tensor([0] * 10 + [1] * 10 + [2] * 20)
+        group_w = torch.log(torch.tensor([1.0] * 10 + [2.0] * 10 + [4.0] * 20, dtype=torch.float64))
+        g = torch.Generator().manual_seed(1)
+        picks = torch.cat([stratified_choice(torch.arange(40), groups, torch.zeros(40).double(), 1, g, group_w)
+                           for _ in range(6000)])  # fmt: skip
+        shares = torch.bincount(groups[picks], minlength=3).double() / 6000
+        assert_close(shares, t64(10 / 110, 20 / 110, 80 / 110), rtol=0, atol=0.02)
+
+    @PROP
+    @given(sizes=st.lists(st.integers(1, 30), min_size=2, max_size=4), k=st.integers(1, 40), seed=st.integers(0, 99),
+           levels=st.lists(st.floats(-3, 3), min_size=4, max_size=4))  # fmt: skip
+    def test_a_task_tilt_changes_only_the_picks_it_must_move(self, sizes, k, seed, levels):
+        """Against uniform selection from the same seed: the same stream afterwards; picks from groups at or above
+        the mean weight unchanged; a changed pick moves into a group above the mean (while one has members left)."""
+        groups = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+        n = groups.numel()
+        group_w = torch.tensor([levels[i] for i in groups.tolist()], dtype=torch.float64)
+        candidates = torch.arange(100, 100 + n)
+        g_t, g_u = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        picked = stratified_choice(candidates, groups, torch.zeros(n).double(), k, g_t, group_w)
+        uniform = uniform_choice(candidates, k, g_u)
+        assert torch.equal(g_t.get_state(), g_u.get_state())
+        assert picked.numel() == min(k, n) == torch.unique(picked).numel()
+        weight = torch.exp(group_w - group_w.max())
+        above = weight >= weight.mean()
+        assert bool((picked == uniform)[above[uniform - 100]].all())
+        moved = picked != uniform
+        strictly_above = weight > weight.mean()
+        strictly_above[picked - 100] = False  # what is left unpicked there: if any, no move had to fall back
+        if bool(strictly_above.any()):
+            assert bool((weight[picked[moved] - 100] > weight.mean()).all())
+
+    def test_the_side_generator_is_deterministic_and_leaves_the_stream_alone(self):
+        from mssr_hf.scheduler import side_generator
+
+        g = torch.Generator().manual_seed(5)
+        before = g.get_state()
+        first = torch.rand(4, generator=side_generator(g), dtype=torch.float64)
+        assert torch.equal(g.get_state(), before)
+        assert torch.equal(first, torch.rand(4, generator=side_generator(g), dtype=torch.float64))
+        torch.rand(1, generator=g)
+        assert not torch.equal(first, torch.rand(4, generator=side_generator(g), dtype=torch.float64))
 
     @PROP
     @given(gap_0=st.integers(0, 50), gap_1=st.integers(0, 50), kappa=st.floats(0.1, 4.0))
