@@ -31,8 +31,8 @@ REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
     # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%); each step's replay is shared between
     # the earlier tasks by how far above their best loss their replayed samples have recently been (weight 1 + gap /
-    # mean gap), uniformly within a task; no staleness cap. Until the tasks' gaps differ it draws exactly the samples
-    # uniform replay draws from the same seed. Chosen on the development sequence (BENCHMARKS.md).
+    # mean gap), uniformly within a task; no staleness cap. It replays the samples uniform replay draws from the same
+    # seed, except the picks the gaps move between tasks. Chosen on the development sequence (BENCHMARKS.md).
     "recommended": {
         "replay_strategy": "mssr_spl", "replay_first_interval": 1, "replay_lambda_min": 0.0,
         "replay_staleness_cap": 0, "replay_weighting": "forgotten", "replay_zeta": 0.0, "replay_task_gap_weight": 1.0,
