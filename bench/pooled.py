@@ -5,7 +5,10 @@ sequence and checked on report sequences, and it is meant for sequences nobody h
 paired differences (same sequence, same seed) over every result directory it is given, and reports how many pairs
 and how many sequences are on each side, with a sign test over the pairs. It also reports, per variant, how many runs
 learned every task in its own stage (scored at least ``--learned`` right after it): where a task was never learned,
-its forgetting is not measured and the final average mostly reflects the miss.
+its forgetting is not measured and the final average mostly reflects the miss. Where the runs record how many samples
+of each task they replayed in each stage, it reports how much of the variant's replay went elsewhere than the base's:
+the share of its replays beyond the base's count in their (stage, task) cell, a lower bound on the picks a rule moved
+(for two rules that draw from the same stream, the picks the variant's weights moved).
 
     .venv/bin/python bench/pooled.py bench/results/retention/S-gen? --pair recommended:er \
         --out bench/results/retention/S-gen
@@ -25,16 +28,25 @@ from typing import Any
 METRICS = ("final_average", "average_forgetting")
 
 
-def load_runs(directory: Path) -> dict[tuple[str, int], dict[str, float]]:
+def load_runs(directory: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """``(variant, seed) -> {metric: value}`` of the run records in ``directory/runs``; besides ``METRICS``,
-    ``just_learned``: the lowest score of a task right after its own stage (the matrix's diagonal)."""
+    ``just_learned``: the lowest score of a task right after its own stage (the matrix's diagonal), and
+    ``replays``: the replayed samples per ``"stage/task"`` (``calibration.replays_by_stage_task``), if recorded."""
     out = {}
     for path in sorted((directory / "runs").glob("*.json")):
         record = json.loads(path.read_text())
-        values = {m: float(record["metrics"][m]) for m in METRICS}
+        values: dict[str, Any] = {m: float(record["metrics"][m]) for m in METRICS}
         values["just_learned"] = min(float(row[i]) for i, row in enumerate(record["matrix"]))
+        values["replays"] = (record.get("calibration") or {}).get("replays_by_stage_task")
         out[(record["variant"], int(record["seed"]))] = values
     return out
+
+
+def placed_elsewhere(replays: dict[str, int], base: dict[str, int]) -> float:
+    r"""The share of ``replays`` (samples per ``"stage/task"``) beyond ``base``'s count in the same cell:
+    $\sum_c \max(0, r_c - b_c) / \sum_c r_c$; 0 when both put every replay in the same cells, 0 for no replays."""
+    total = sum(replays.values())
+    return sum(max(0, n - base.get(cell, 0)) for cell, n in replays.items()) / total if total else 0.0
 
 
 def learned(runs: dict[str, dict[tuple[str, int], dict[str, float]]], threshold: float) -> dict[str, dict[str, Any]]:
@@ -84,6 +96,19 @@ def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], varia
             "sequences_negative": sum(m < 0 for m in means.values()),
             "per_sequence": means,
         }
+    moved = [
+        placed_elsewhere(values["replays"], records[(base, seed)]["replays"])
+        for records in runs.values()
+        for (name, seed), values in sorted(records.items())
+        if name == variant and (base, seed) in records and values["replays"] and records[(base, seed)]["replays"]
+    ]
+    out["placed_elsewhere"] = {
+        "pairs": len(moved),
+        "mean": statistics.fmean(moved) if moved else math.nan,
+        "min": min(moved, default=math.nan),
+        "max": max(moved, default=math.nan),
+        "none": sum(m == 0 for m in moved),
+    }
     return out
 
 
@@ -112,6 +137,16 @@ def markdown(
         per = r["final_average"]["per_sequence"]
         cells = [f"{per[s]:+.3f}" if s in per else "" for s in sequences]
         lines.append(f"| `{r['variant']}` − `{r['base']}` | " + " | ".join(cells) + " |")
+    moved = [r for r in results if r["placed_elsewhere"]["pairs"]]
+    if moved:
+        lines += ["", "Share of the variant's replays beyond the base's count in their (stage, task) cell:", ""]
+        lines += ["| comparison | pairs | mean | range | pairs with none |", "|---|---:|---:|---:|---:|"]
+        for r in moved:
+            m = r["placed_elsewhere"]
+            lines.append(
+                f"| `{r['variant']}` − `{r['base']}` | {m['pairs']} | {m['mean']:.1%} | {m['min']:.1%}-{m['max']:.1%} "
+                f"| {m['none']} |"
+            )
     lines += ["", f"Runs that learned every task in its own stage (scored at least {threshold:g} right after it):", ""]
     lines += ["| variant | runs | learned every task | lowest score right after a task's stage |"]
     lines += ["|---|---:|---:|---:|"]

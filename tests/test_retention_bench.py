@@ -163,17 +163,22 @@ def test_sign_test_by_hand():
 def test_pooled_pairs_over_sequences(tmp_path):
     pooled = load_bench("pooled")
 
-    def write(sequence, variant, seed, final, forgetting, diagonal=(1.0, 0.9)):
+    def write(sequence, variant, seed, final, forgetting, diagonal=(1.0, 0.9), replays=None):
         runs = tmp_path / sequence / "runs"
         runs.mkdir(parents=True, exist_ok=True)
         metrics = {"final_average": final, "average_forgetting": forgetting}
         matrix = [[diagonal[0], None], [0.5, diagonal[1]]]
         record = {"variant": variant, "seed": seed, "metrics": metrics, "matrix": matrix}
+        if replays is not None:
+            record["calibration"] = {"replays_by_stage_task": replays}
         (runs / f"{variant}-seed{seed}.json").write_text(json.dumps(record))
 
     # sequence a: seed 0 +0.10, seed 1 -0.02; sequence b: seed 0 +0.04; seed 1 of b has no base run
-    write("a", "er", 0, 0.80, 0.10), write("a", "new", 0, 0.90, 0.05)
-    write("a", "er", 1, 0.90, 0.02, (0.7, 1.0)), write("a", "new", 1, 0.88, 0.04)
+    # replays per "stage/task": seed 0 of a moves 30 of 100 (stage 2: 60/40 against 30/70), seed 1 none
+    write("a", "er", 0, 0.80, 0.10, replays={"1/0": 50, "2/0": 30, "2/1": 70})
+    write("a", "new", 0, 0.90, 0.05, replays={"1/0": 50, "2/0": 60, "2/1": 40})
+    write("a", "er", 1, 0.90, 0.02, (0.7, 1.0), replays={"1/0": 50})
+    write("a", "new", 1, 0.88, 0.04, replays={"1/0": 50})
     write("b", "er", 0, 0.50, 0.30), write("b", "new", 0, 0.54, 0.30), write("b", "new", 1, 0.99, 0.00)
     text = pooled.main([str(tmp_path / "a"), str(tmp_path / "b"), "--pair", "new:er", "--out", str(tmp_path / "p")])
     result = json.loads((tmp_path / "p" / "pooled.json").read_text())["results"][0]
@@ -187,6 +192,10 @@ def test_pooled_pairs_over_sequences(tmp_path):
     assert (forgetting["positive"], forgetting["negative"]) == (1, 1)
     assert forgetting["mean"] == pytest.approx(-0.01)
     assert "`new` − `er` | final_average | 3 | +0.0400" in text
+    # the two pairs that recorded replays (b's did not): 30 / 150 and 0 / 50
+    assert result["placed_elsewhere"] == {"pairs": 2, "mean": pytest.approx(0.1), "min": 0.0,
+                                          "max": pytest.approx(0.2), "none": 1}  # fmt: skip
+    assert "| `new` − `er` | 2 | 10.0% | 0.0%-20.0% | 1 |" in text
     # the diagonal, not the final row, says whether a task was learned: er seed 1 of a scored 0.7 after stage 1
     learned = json.loads((tmp_path / "p" / "pooled.json").read_text())["learned"]
     assert learned["er"] == {"runs": 3, "learned": 2, "lowest": pytest.approx(0.7)}
