@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 METRICS = ("final_average", "average_forgetting")
+# Differences within this of 0 are ties: scores are means over evaluation examples, and two equal means computed in a
+# different order differ by rounding (e.g. 5.96 / 6 against 5.96 / 6 summed otherwise: 1e-16).
+TIE = 1e-9
 
 
 def load_runs(directory: Path) -> dict[tuple[str, int], dict[str, Any]]:
@@ -84,7 +87,7 @@ def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], varia
                     per_sequence.setdefault(sequence, []).append(values[metric] - records[(base, seed)][metric])
         diffs = [d for ds in per_sequence.values() for d in ds]
         means = {s: statistics.fmean(ds) for s, ds in per_sequence.items()}
-        positive, negative = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+        positive, negative = sum(d > TIE for d in diffs), sum(d < -TIE for d in diffs)
         out[metric] = {
             "pairs": len(diffs),
             "mean": statistics.fmean(diffs) if diffs else math.nan,
@@ -92,8 +95,8 @@ def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], varia
             "positive": positive,
             "negative": negative,
             "sign_test_p": sign_test(positive, negative),
-            "sequences_positive": sum(m > 0 for m in means.values()),
-            "sequences_negative": sum(m < 0 for m in means.values()),
+            "sequences_positive": sum(m > TIE for m in means.values()),
+            "sequences_negative": sum(m < -TIE for m in means.values()),
             "per_sequence": means,
         }
     moved = [

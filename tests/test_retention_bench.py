@@ -203,3 +203,19 @@ def test_pooled_pairs_over_sequences(tmp_path):
     assert "| `er` | 3 | 2 | 0.70 |" in text
     with pytest.raises(SystemExit, match="VARIANT:BASE"):
         pooled.main([str(tmp_path / "a"), "--pair", "new", "--out", str(tmp_path / "p")])
+
+
+def test_pooled_pairs_count_rounding_as_a_tie(tmp_path):
+    # two runs with the same six scores in total: their means differ by rounding only, which is neither side
+    pooled = load_bench("pooled")
+    er, new = sum([1, 1, 0.99, 1, 0.99, 0.98]) / 6, sum([1, 1, 0.97, 1, 1, 0.99]) / 6
+    assert er != new and abs(er - new) < 1e-12
+    runs = tmp_path / "a" / "runs"
+    runs.mkdir(parents=True)
+    for variant, final in (("er", er), ("new", new)):
+        record = {"variant": variant, "seed": 0, "matrix": [[1.0]],
+                  "metrics": {"final_average": final, "average_forgetting": 0.0}}  # fmt: skip
+        (runs / f"{variant}-seed0.json").write_text(json.dumps(record))
+    final = pooled.pooled_pairs({"a": pooled.load_runs(tmp_path / "a")}, "new", "er")["final_average"]
+    sides = ("positive", "negative", "sequences_positive", "sequences_negative")
+    assert [final[side] for side in sides] == [0, 0, 0, 0]
