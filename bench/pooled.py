@@ -79,12 +79,16 @@ def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], varia
     """``variant`` minus ``base`` on every (sequence, seed) that has both, per metric: the pairs, their mean and
     standard error, how many are above and below 0, the sign test, and each sequence's mean difference."""
     out: dict[str, Any] = {"variant": variant, "base": base}
+    pairs = [  # (sequence, the variant's run, the base's run of the same seed)
+        (sequence, values, records[(base, seed)])
+        for sequence, records in sorted(runs.items())
+        for (name, seed), values in sorted(records.items())
+        if name == variant and (base, seed) in records
+    ]
     for metric in METRICS:
         per_sequence: dict[str, list[float]] = {}
-        for sequence, records in sorted(runs.items()):
-            for (name, seed), values in sorted(records.items()):
-                if name == variant and (base, seed) in records:
-                    per_sequence.setdefault(sequence, []).append(values[metric] - records[(base, seed)][metric])
+        for sequence, values, base_values in pairs:
+            per_sequence.setdefault(sequence, []).append(values[metric] - base_values[metric])
         diffs = [d for ds in per_sequence.values() for d in ds]
         means = {s: statistics.fmean(ds) for s, ds in per_sequence.items()}
         positive, negative = sum(d > TIE for d in diffs), sum(d < -TIE for d in diffs)
@@ -100,10 +104,9 @@ def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], varia
             "per_sequence": means,
         }
     moved = [
-        placed_elsewhere(values["replays"], records[(base, seed)]["replays"])
-        for records in runs.values()
-        for (name, seed), values in sorted(records.items())
-        if name == variant and (base, seed) in records and values["replays"] and records[(base, seed)]["replays"]
+        placed_elsewhere(values["replays"], base_values["replays"])
+        for _, values, base_values in pairs
+        if values["replays"] and base_values["replays"]
     ]
     out["placed_elsewhere"] = {
         "pairs": len(moved),

@@ -285,12 +285,13 @@ def stratified_choice(
     if k == 0:
         return candidates[:0]
     tilted = group_log_weights is not None and not _all_equal(group_log_weights)
-    if _all_equal(log_weights) and not tilted:
+    flat = _all_equal(log_weights)
+    if flat and not tilted:
         return uniform_choice(candidates, k, generator)
     picks = uniform_choice(torch.arange(candidates.numel()), k, generator)
     if tilted:
         picks = regroup_picks(picks, group_log_weights, side_generator(generator))
-    if _all_equal(log_weights):
+    if flat:
         return candidates[picks]
     counts = torch.bincount(groups[picks], minlength=int(groups.max()) + 1)
     u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
