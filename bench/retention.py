@@ -76,8 +76,9 @@ ABLATIONS: dict[str, tuple[str, list]] = {
 # (2: stratified_choice, the `forgotten` weighting's sampler, draws through uniform_choice when every weight is equal:
 # common random numbers with the uniform rules; 3: with a task tilt (replay_task_gap_weight > 0) it regroups a
 # uniform draw's picks, drawing the moves from a side generator, so the stream stays the uniform rules' at every
-# step), so that a run is reused under another variant's name only if it was drawn the same way.
-DRAWS = 3
+# step; 4: unequal weights within a task (zeta > 0) move the uniform draw's picks too, pick by pick, instead of
+# drawing Gumbel keys), so that a run is reused under another variant's name only if it was drawn the same way.
+DRAWS = 4
 METRICS = ("final_average", "average_forgetting", "backward_transfer", "normalized_score")
 
 # fmt: off

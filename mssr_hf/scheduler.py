@@ -5,7 +5,9 @@
 - :func:`replay_ratio`: the decaying replay ratio (``eq:ratio_decay_appendix``).
 - :func:`uniform_choice` / :func:`weighted_choice`: selection without replacement, uniform or by memory weights
   (Gumbel-top-k on log-weights, ``eq:prob_weight``), used both for the buffer refresh (bank -> buffer) and for the
-  replay part of a batch (buffer -> batch); :func:`draw_buffer` adds the staleness cap.
+  replay part of a batch (buffer -> batch); :func:`draw_buffer` adds the staleness cap. :func:`stratified_choice`
+  (the ``forgotten`` weighting) keeps each task's uniform share and builds its weighted draw from a uniform draw's
+  picks (:func:`regroup_picks`, :func:`couple_picks`), so it and uniform selection share their random numbers.
 - The strategies: small objects behind the :class:`ReplayStrategy` protocol; :func:`build_strategy` maps the names
   ``none``, ``fixed``, ``loss``, ``accuracy``, ``mssr_sch``, ``mssr_spl``, ``mssr_full`` onto them. It takes every
   setting explicitly (``MSSRConfig`` holds the defaults) and checks each against one rule table (``_RULES``).
@@ -228,7 +230,7 @@ def regroup_picks(picks: torch.Tensor, group_log_weights: torch.Tensor, generato
     Picks from groups at or above the mean weight never change, and a moved pick keeps its place in the order.
     """
     k, n = picks.numel(), group_log_weights.numel()
-    if k == 0 or k >= n:
+    if k == 0 or k >= n or not bool(torch.isfinite(group_log_weights.max())):
         return picks
     weight = torch.exp(group_log_weights.to(torch.float64) - group_log_weights.max())
     excess = (weight - weight.mean()).clamp(min=0)  # per position; sums per group to n_g (w_g - mean)
@@ -249,6 +251,46 @@ def regroup_picks(picks: torch.Tensor, group_log_weights: torch.Tensor, generato
     return out
 
 
+def couple_picks(picks: torch.Tensor, log_weights: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    r"""Turn ``picks`` (distinct positions of a uniform draw, in draw order) into a draw without replacement by
+    ``log_weights`` (one per position), changing as few picks as it can: successive sampling, each pick coupled
+    maximally with the uniform pick in its place.
+
+    For the $j$-th pick, with $F$ the positions not yet taken and $\bar w_F$ their mean weight: the uniform pick $p$
+    stays with probability $\min(1, w_p / \bar w_F)$; otherwise the pick goes to a position of $F$ drawn with
+    probability proportional to $(w_i - \bar w_F)^+$, or by $w_i$ if $p$ was already taken. While $p$ is (close to)
+    uniform over $F$, pick $j$ lands on $i \in F$ with probability $w_i / \sum_F w$: the law of successive weighted
+    sampling (Gumbel-top-k's). So the heaviest free position is never left for a lighter one when the weights are
+    extreme (top-k), and equal weights keep every pick. Draws from ``generator`` (pass a :func:`side_generator`)."""
+    k, n = picks.numel(), log_weights.numel()
+    if k == 0 or k >= n or not bool(torch.isfinite(log_weights.max())):
+        return picks
+    if _all_equal(log_weights):
+        return picks
+    log_weights = log_weights.to(torch.float64)
+    stay = torch.rand(k, generator=generator, dtype=torch.float64)
+    taken = torch.zeros(n, dtype=torch.bool)
+    out = picks.clone()
+    for j, p in enumerate(picks.tolist()):
+        free_log = log_weights.masked_fill(taken, -math.inf)
+        top = free_log.max()
+        if not bool(torch.isfinite(top)):  # nothing free has weight: any free position
+            weight = (~taken).to(torch.float64)
+        else:
+            weight = torch.exp(free_log - top)  # relative to the heaviest free position: no underflow to all-zero
+        mean = float(weight.sum()) / (n - j)
+        if not taken[p] and float(stay[j]) * mean < float(weight[p]):
+            choice = p
+        else:
+            target = (weight - mean).clamp(min=0) if not taken[p] else weight
+            if not bool((target > 0).any()):
+                target = weight
+            choice = int(torch.multinomial(target, 1, generator=generator))
+        taken[choice] = True
+        out[j] = choice
+    return out
+
+
 def stratified_choice(
     candidates: torch.Tensor,
     groups: torch.Tensor,
@@ -259,20 +301,22 @@ def stratified_choice(
 ) -> torch.Tensor:
     r"""``min(k, n)`` distinct entries of ``candidates``: how many come from each group is drawn exactly as uniform
     selection would draw them (``k`` uniform picks, counted per group), and which ones within a group by
-    ``log_weights`` (Gumbel-top-k within the group). So the weights move replay between the samples of one group
-    (one task), never between groups.
+    ``log_weights``. So the weights move replay between the samples of one group (one task), never between groups.
 
-    With ``group_log_weights`` (one per candidate, equal within a group), the uniform picks are regrouped by
+    Within a group the uniform picks are turned into a weighted draw by :func:`couple_picks`: successive sampling by
+    the weights (each pick lands on a free member with probability proportional to its weight, the law of
+    Gumbel-top-k), each pick coupled with the uniform pick in its place, so a pick changes only as often as the
+    weights require (never, when they are equal; always to the heaviest free member, when they are extreme).
+
+    With ``group_log_weights`` (one per candidate, equal within a group), the uniform picks are first regrouped by
     :func:`regroup_picks`: a group's expected share grows with its weight times its size, and every pick the
     weights do not require to move stays what uniform selection picked.
 
-    Common random numbers: the uniform picks come from :func:`uniform_choice` on ``generator``, and the regrouping
-    draws from :func:`side_generator`, so a weighted rule and a uniform rule with the same seed consume the same
-    stream. When every weight is equal the result is exactly ``uniform_choice(candidates, k, generator)``; when only
-    the group weights differ (uniform within each group), it differs from that only in the moved picks, and the
-    generator is left where uniform selection leaves it. So a rule that tilts replay between tasks and its uniform
-    control replay the same samples except where the tilt acts, at every step, not only until it first acts. (Unequal
-    within-group weights draw Gumbel keys from ``generator`` after the picks.)
+    Common random numbers: the uniform picks come from :func:`uniform_choice` on ``generator``, and every move is
+    drawn from :func:`side_generator`, so a weighted rule and a uniform rule with the same seed consume the same
+    stream: the generator is left where uniform selection leaves it, and the result differs from
+    ``uniform_choice(candidates, k, generator)`` only in the moved picks (when every weight is equal, not at all). So
+    a weighted rule and its uniform control replay the same samples except where the weights act, at every step.
 
     Args:
         candidates (`torch.Tensor`): shape ``(n,)``. groups (`torch.Tensor`): each candidate's group, ints >= 0,
@@ -289,18 +333,20 @@ def stratified_choice(
     if flat and not tilted:
         return uniform_choice(candidates, k, generator)
     picks = uniform_choice(torch.arange(candidates.numel()), k, generator)
+    side = side_generator(generator)
     if tilted:
-        picks = regroup_picks(picks, group_log_weights, side_generator(generator))
+        picks = regroup_picks(picks, group_log_weights, side)
     if flat:
         return candidates[picks]
-    counts = torch.bincount(groups[picks], minlength=int(groups.max()) + 1)
-    u = torch.rand(candidates.numel(), generator=generator, dtype=torch.float64).clamp_(min=1e-300)
-    keys = log_weights.to(torch.float64) - torch.log(-torch.log(u))
-    picked = []
-    for group in torch.nonzero(counts).flatten().tolist():
+    # Within each group: successive weighted sampling, coupled pick by pick with the uniform picks (couple_picks).
+    pick_groups = groups[picks]
+    out = picks.clone()
+    for group in torch.unique(pick_groups).tolist():
         members = torch.nonzero(groups == group).flatten()
-        picked.append(candidates[members[torch.topk(keys[members], int(counts[group])).indices]])
-    return torch.cat(picked)
+        at = torch.nonzero(pick_groups == group).flatten()
+        local = torch.searchsorted(members, picks[at])
+        out[at] = members[couple_picks(local, log_weights[members], side)]
+    return candidates[out]
 
 
 def draw_buffer(

@@ -304,13 +304,48 @@ class TestStratifiedSelection:
         assert mem.stratified
         from mssr_hf.scheduler import _StrategyBase  # the shared select() of every strategy
 
-        strategy = _StrategyBase(weighted=True, event_steps=1)
-        g = torch.Generator().manual_seed(0)
+        strategy, uniform = _StrategyBase(weighted=True, event_steps=1), _StrategyBase(weighted=False, event_steps=1)
+        g, g_u = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
         bank = torch.arange(20)
         picks = [strategy.select(bank, 4, 12, mem, g) for _ in range(300)]
+        picks_u = [uniform.select(bank, 4, 12, None, g_u) for _ in range(300)]
+        assert torch.equal(g.get_state(), g_u.get_state())  # uniform replay's stream, draw after draw
+        for p, p_u in zip(picks, picks_u):  # each draw keeps the uniform draw's tasks, and its task-1 samples
+            assert torch.equal(p >= 10, p_u >= 10) and torch.equal(p[p >= 10], p_u[p_u >= 10])
         from_first = torch.cat([p[p < 10] for p in picks])
-        assert abs(sum(int((p < 10).sum()) for p in picks) / (4 * 300) - 0.5) < 0.05  # task shares stay uniform
+        assert abs(from_first.numel() / (4 * 300) - 0.5) < 0.05  # task shares stay uniform
         assert (from_first < 5).float().mean() > 0.95  # within task 0: the forgotten half
+
+    def test_one_pick_lands_on_a_member_with_probability_proportional_to_its_weight(self):
+        # weights 1, 1, 2, 4 within group 0 (group 1 flat): P = 1/8, 1/8, 2/8, 4/8 for a pick that falls in group 0
+        groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+        log_w = torch.log(t64(1, 1, 2, 4, 1, 1, 1, 1))
+        g = torch.Generator().manual_seed(0)
+        picks = torch.cat([stratified_choice(torch.arange(8), groups, log_w, 1, g) for _ in range(12000)])
+        in_group = picks[picks < 4]
+        assert abs(in_group.numel() / 12000 - 0.5) < 0.02  # the group's uniform share
+        assert_close(torch.bincount(in_group, minlength=4).double() / in_group.numel(), t64(1, 1, 2, 4) / 8,
+                     rtol=0, atol=0.02)  # fmt: skip
+
+    @PROP
+    @given(sizes=st.lists(st.integers(1, 30), min_size=1, max_size=4), k=st.integers(0, 40), seed=st.integers(0, 99),
+           spread=st.floats(0.1, 20.0))  # fmt: skip
+    def test_within_group_weights_change_only_the_picks_they_must(self, sizes, k, seed, spread):
+        """Against uniform selection from the same seed: the same stream afterwards and the same count per group; a
+        changed pick (whose uniform pick was still free) goes to a heavier member of its group."""
+        groups = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+        n = groups.numel()
+        log_w = spread * torch.rand(n, generator=torch.Generator().manual_seed(seed + 1000), dtype=torch.float64)
+        candidates = torch.arange(100, 100 + n)
+        g_w, g_u = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        picked = stratified_choice(candidates, groups, log_w, k, g_w)
+        uniform = uniform_choice(candidates, k, g_u)
+        assert torch.equal(g_w.get_state(), g_u.get_state())
+        assert picked.numel() == min(k, n) == torch.unique(picked).numel()
+        assert torch.equal(groups[picked - 100], groups[uniform - 100])  # group by group, in draw order
+        for j in torch.nonzero(picked != uniform).flatten().tolist():
+            if int(uniform[j]) not in picked[:j].tolist():
+                assert float(log_w[picked[j] - 100]) > float(log_w[uniform[j] - 100])
 
     def test_uniform_selection_draws_the_same_group_counts(self):
         # The group counts are those of a uniform draw from the same generator state: the weights never move replay
