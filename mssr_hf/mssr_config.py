@@ -103,8 +103,9 @@ class MSSRConfig(SFTConfig):
         replay_weighting (`str`, *optional*, defaults to `"power"`): `power` (m^-zeta), `gain`, `calibrated` (by the
             loss rise predicted by a forgetting model fitted online to the observed rises), or `forgotten` (each task
             keeps the share uniform selection gives it; within a task, by how far a sample's loss is predicted to lie
-            above the lowest it has had, from a model fitted online to the observed gaps). The last two are beyond
-            the paper.
+            above the lowest it has had, from a model fitted online to the observed gaps; the draw starts from
+            uniform selection's picks and moves only those the weights require, so from one seed it replays what
+            uniform replay would, except the moved picks). The last two are beyond the paper.
         replay_task_gap_weight (`float`, *optional*, defaults to `0.0`): with `replay_weighting="forgotten"`, how
             much an earlier task's share of each replay step grows with the loss gap its replayed samples have
             recently shown (weight 1 + kappa * gap / mean gap per task; beyond the paper). 0: each task keeps the
