@@ -263,9 +263,7 @@ def couple_picks(picks: torch.Tensor, log_weights: torch.Tensor, generator: torc
     sampling (Gumbel-top-k's). So the heaviest free position is never left for a lighter one when the weights are
     extreme (top-k), and equal weights keep every pick. Draws from ``generator`` (pass a :func:`side_generator`)."""
     k, n = picks.numel(), log_weights.numel()
-    if k == 0 or k >= n or not bool(torch.isfinite(log_weights.max())):
-        return picks
-    if _all_equal(log_weights):
+    if k == 0 or k >= n or _all_equal(log_weights) or not bool(torch.isfinite(log_weights.max())):
         return picks
     log_weights = log_weights.to(torch.float64)
     stay = torch.rand(k, generator=generator, dtype=torch.float64)
