@@ -8,7 +8,8 @@ learned every task in its own stage (scored at least ``--learned`` right after i
 its forgetting is not measured and the final average mostly reflects the miss. Where the runs record how many samples
 of each task they replayed in each stage, it reports how much of the variant's replay went elsewhere than the base's:
 the share of its replays beyond the base's count in their (stage, task) cell, a lower bound on the picks a rule moved
-(for two rules that draw from the same stream, the picks the variant's weights moved).
+(for two rules that draw from the same stream, the picks the variant's weights moved). Two runs that record
+different CPU models (``machine``) are not paired: training is deterministic on one CPU model only.
 
     .venv/bin/python bench/pooled.py bench/results/retention/S-gen? --pair recommended:er \
         --out bench/results/retention/S-gen
@@ -34,13 +35,15 @@ TIE = 1e-9
 def load_runs(directory: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """``(variant, seed) -> {metric: value}`` of the run records in ``directory/runs``; besides ``METRICS``,
     ``just_learned``: the lowest score of a task right after its own stage (the matrix's diagonal), and
-    ``replays``: the replayed samples per ``"stage/task"`` (``calibration.replays_by_stage_task``), if recorded."""
+    ``replays``: the replayed samples per ``"stage/task"`` (``calibration.replays_by_stage_task``), if recorded, and
+    ``machine``: the CPU model the run trained on, if recorded."""
     out = {}
     for path in sorted((directory / "runs").glob("*.json")):
         record = json.loads(path.read_text())
         values: dict[str, Any] = {m: float(record["metrics"][m]) for m in METRICS}
         values["just_learned"] = min(float(row[i]) for i, row in enumerate(record["matrix"]))
         values["replays"] = (record.get("calibration") or {}).get("replays_by_stage_task")
+        values["machine"] = record.get("machine")  # None for runs recorded before the field
         out[(record["variant"], int(record["seed"]))] = values
     return out
 
@@ -75,16 +78,25 @@ def sign_test(positive: int, negative: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def same_machine(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two runs can be paired: made on one CPU model, or at least one of them does not record its own."""
+    return a.get("machine") is None or b.get("machine") is None or a["machine"] == b["machine"]
+
+
 def pooled_pairs(runs: dict[str, dict[tuple[str, int], dict[str, float]]], variant: str, base: str) -> dict[str, Any]:
     """``variant`` minus ``base`` on every (sequence, seed) that has both, per metric: the pairs, their mean and
-    standard error, how many are above and below 0, the sign test, and each sequence's mean difference."""
+    standard error, how many are above and below 0, the sign test, and each sequence's mean difference. Two runs
+    made on different CPU models are not a pair (their training differs by more than the rule); they are counted
+    in ``other_machine``."""
     out: dict[str, Any] = {"variant": variant, "base": base}
-    pairs = [  # (sequence, the variant's run, the base's run of the same seed)
+    matched = [  # (sequence, the variant's run, the base's run of the same seed)
         (sequence, values, records[(base, seed)])
         for sequence, records in sorted(runs.items())
         for (name, seed), values in sorted(records.items())
         if name == variant and (base, seed) in records
     ]
+    pairs = [(sequence, a, b) for sequence, a, b in matched if same_machine(a, b)]
+    out["other_machine"] = len(matched) - len(pairs)
     for metric in METRICS:
         per_sequence: dict[str, list[float]] = {}
         for sequence, values, base_values in pairs:
@@ -136,6 +148,10 @@ def markdown(
                 f"| {m['positive']} / {m['negative']} | {m['sign_test_p']:.2f} "
                 f"| {m['sequences_positive']} / {m['sequences_negative']} |"
             )
+    skipped = [r for r in results if r["other_machine"]]
+    if skipped:
+        lines += ["", "Not paired, because the two runs were made on different CPU models: " + ", ".join(
+            f"`{r['variant']}` − `{r['base']}` {r['other_machine']}" for r in skipped) + "."]  # fmt: skip
     lines += ["", "Per sequence, mean difference of the final average:", ""]
     lines.append("| comparison | " + " | ".join(sequences) + " |")
     lines.append("|---|" + "---:|" * len(sequences))

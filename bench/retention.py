@@ -42,12 +42,16 @@ Ablations of ``mssr_full`` (the paper's Section 4.3), ``--ablation``: ``lambda0`
 
 Each run writes ``bench/results/retention/<name>/runs/<variant>-seed<k>.json`` (a finished run is not repeated:
 delete its file to redo it); the summary goes to ``summary.json``, ``summary.md`` and ``retention.png`` next to
-them. Training checkpoints go to ``--workdir`` (not committed).
+them. Training checkpoints go to ``--workdir`` (not committed). A run records the CPU model it trained on
+(``machine``): training is deterministic on one CPU model but not across two (rounding differs, and a small
+difference grows over the stages until a task survives a stage on one and not on the other), so a run is reused
+under another name only on the machine that made it, and ``bench/pooled.py`` pairs runs of one machine only.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import math
@@ -63,7 +67,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/common.py, also when a test loads this file by path
 import frontier  # noqa: E402
-from common import ROOT, machine_line, tiny_model_dir  # noqa: E402
+from common import ROOT, cpu_model, machine_line, tiny_model_dir  # noqa: E402
 
 STRATEGIES = ("none", "fixed", "loss", "accuracy", "mssr_sch", "mssr_spl", "mssr_full")
 EXTRA = ("er", "er_budget", "er_mssr", "recommended")
@@ -395,6 +399,7 @@ def run_one(
         "settings": {k: v for k, v in settings.items() if k.startswith("replay_") or k in ("max_steps", "seed")},
         "resolved": replay_fields(args),  # the config this run trained with: no second MSSRConfig
         "draws": DRAWS,
+        "machine": cpu_model(),  # training is deterministic on one CPU model, not across: pairs stay on one
     }  # fmt: skip
     shutil.rmtree(out, ignore_errors=True)  # adapters/checkpoints of every stage: not needed once scored
     return record
@@ -622,7 +627,8 @@ def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir
                 overrides = {**overrides, **budget_settings(out, seed, tier, len(tasks))}
             resolved = resolved_replay_settings(tier, strategy, overrides, seed)
             same = [r for r in map(json.loads, map(Path.read_text, (out / "runs").glob(f"*-seed{seed}.json")))
-                    if r.get("resolved") == resolved and r["seed"] == seed and r.get("draws", 1) == DRAWS]  # fmt: skip
+                    if r.get("resolved") == resolved and r["seed"] == seed and r.get("draws", 1) == DRAWS
+                    and r.get("machine", cpu_model()) == cpu_model()]  # fmt: skip
             if same:  # the same run under another name: training is deterministic, so it is not repeated
                 record = {**same[0], "variant": variant, "same_run_as": same[0]["variant"], "overrides": overrides}
                 path.write_text(json.dumps(record, indent=1) + "\n")
@@ -693,8 +699,21 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_line()
     if a.summary_only and (out / "summary.json").is_file():
         machine = json.loads((out / "summary.json").read_text())["meta"].get("machine", machine)
-    print(render(records, plan, tier, tasks, name, out, command, machine))
+    print(render(records, plan, tier, tasks, name, out, command, machines_line(records, machine)))
     return 0
+
+
+def machines_line(records: list[dict[str, Any]], unrecorded: str) -> str:
+    """The machines of ``records`` for a summary: each recorded CPU model with its number of runs, and
+    ``unrecorded`` (the machine line the summary had) for runs from before runs recorded their machine."""
+    counts = collections.Counter(r.get("machine") for r in records)
+    if set(counts) == {None}:
+        return unrecorded
+    runs = {machine: f"{n} run{'s' * (n != 1)}" for machine, n in counts.items()}
+    parts = [f"{machine} ({runs[machine]})" for machine in sorted(filter(None, counts))]
+    if counts[None]:
+        parts.append(f"{runs[None]} not recording {'its' if counts[None] == 1 else 'their'} machine: {unrecorded}")
+    return "; ".join(parts)
 
 
 def budget_settings(out: Path, seed: int, tier: dict[str, Any], n_tasks: int) -> dict[str, Any]:

@@ -120,6 +120,7 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
 
     # A run drawn by an older sampler (its record's "draws") is not reused under another name: trained again.
     assert all(record["draws"] == bench.DRAWS for record in records.values())
+    assert all(record["machine"] == bench.cpu_model() for record in records.values())
     old_er = {**records["er-seed0"], "draws": bench.DRAWS - 1}
     (out / "tiny" / "runs" / "er-seed0.json").write_text(json.dumps(old_er))
     (out / "tiny" / "runs" / "uniform@0.3-seed0.json").unlink()
@@ -219,3 +220,67 @@ def test_pooled_pairs_count_rounding_as_a_tie(tmp_path):
     final = pooled.pooled_pairs({"a": pooled.load_runs(tmp_path / "a")}, "new", "er")["final_average"]
     sides = ("positive", "negative", "sequences_positive", "sequences_negative")
     assert [final[side] for side in sides] == [0, 0, 0, 0]
+
+
+def test_pooled_pairs_runs_of_one_machine_only(tmp_path):
+    # seed 0: both on machine X (+0.1); seed 1: X against Y (not a pair); seed 2: the base records no machine (+0.3)
+    pooled = load_bench("pooled")
+    runs = tmp_path / "a" / "runs"
+    runs.mkdir(parents=True)
+    for variant, seed, final, machine in (
+        ("er", 0, 0.5, "X"),
+        ("new", 0, 0.6, "X"),
+        ("er", 1, 0.5, "X"),
+        ("new", 1, 0.9, "Y"),
+        ("er", 2, 0.5, None),
+        ("new", 2, 0.8, "Y"),
+    ):
+        record = {
+            "variant": variant,
+            "seed": seed,
+            "matrix": [[1.0]],
+            "metrics": {"final_average": final, "average_forgetting": 0.0},
+        }
+        if machine:
+            record["machine"] = machine
+        (runs / f"{variant}-seed{seed}.json").write_text(json.dumps(record))
+    text = pooled.main([str(tmp_path / "a"), "--pair", "new:er", "--out", str(tmp_path / "p")])
+    result = json.loads((tmp_path / "p" / "pooled.json").read_text())["results"][0]
+    assert result["other_machine"] == 1
+    assert result["final_average"]["pairs"] == 2 and result["final_average"]["mean"] == pytest.approx(0.2)
+    assert "different CPU models: `new` − `er` 1." in text
+
+
+def test_a_run_is_reused_under_another_name_on_its_own_machine_only(tmp_path, monkeypatch):
+    # uniform@0.3 resolves to er's settings: er's run is that run, unless another CPU model made it
+    bench = load_bench()
+    runs = tmp_path / "seq" / "runs"
+    runs.mkdir(parents=True)
+    tier = {**bench.TIERS["S"], "seeds": [0]}
+    ((_, er_strategy, er_overrides),) = bench.variants(None, ["er"])
+    plan = bench.frontier.frontier_variants([0.3], {"uniform": bench.frontier.SELECTIONS["uniform"]})
+    resolved = bench.resolved_replay_settings(tier, er_strategy, er_overrides, 0)
+    trained = []
+
+    def run_one(tier, tasks, variant, *args, **kwargs):
+        trained.append(variant)
+        metrics = {"final_average": 1.0, "average_forgetting": 0.0}
+        return {"variant": variant, "seed": 0, "metrics": metrics, "replayed_samples": 0, "train_seconds": 0.0}
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    for machine, expected in (("another CPU", ["uniform@0.3"]), (bench.cpu_model(), [])):
+        trained.clear()
+        (runs / "uniform@0.3-seed0.json").unlink(missing_ok=True)
+        er = {"variant": "er", "seed": 0, "resolved": resolved, "draws": bench.DRAWS, "machine": machine}
+        (runs / "er-seed0.json").write_text(json.dumps(er))
+        bench.run_missing(plan, tier, [], "seq", tmp_path / "seq", tmp_path / "work")
+        assert trained == expected
+    assert json.loads((runs / "uniform@0.3-seed0.json").read_text())["same_run_as"] == "er"
+
+
+def test_a_summary_names_the_machines_its_runs_were_made_on():
+    bench = load_bench()
+    before = "AMD EPYC, 2 cores, no GPU"
+    assert bench.machines_line([{}, {}], before) == before
+    runs = [{"machine": "X"}, {"machine": "Y"}, {"machine": "X"}, {}]
+    assert bench.machines_line(runs, before) == "X (2 runs); Y (1 run); 1 run not recording its machine: " + before
