@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,34 @@ def test_a_summary_names_the_machines_its_runs_were_made_on():
     assert bench.machines_line([{}, {}], before) == before
     runs = [{"machine": "X"}, {"machine": "Y"}, {"machine": "X"}, {}]
     assert bench.machines_line(runs, before) == "X (2 runs); Y (1 run); 1 run not recording its machine: " + before
+
+
+def test_machines_pairs_the_same_runs_of_two_roots(tmp_path):
+    machines = load_bench("machines")
+
+    def write(root, sequence, variant, seed, final, machine=None):
+        runs = tmp_path / root / sequence / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        record = {"variant": variant, "seed": seed, "matrix": [[1.0]],
+                  "metrics": {"final_average": final, "average_forgetting": 1 - final}}  # fmt: skip
+        if machine:
+            record["machine"] = machine
+        (runs / f"{variant}-seed{seed}.json").write_text(json.dumps(record))
+
+    # sequence a: er seeds 0-2 on both roots (+0.10, -0.02, 0.00); b exists on the first root only; new is not asked
+    for seed, (x, y) in enumerate([(0.9, 0.8), (0.7, 0.72), (0.5, 0.5)]):
+        write("one", "a", "er", seed, x, "X"), write("two", "a", "er", seed, y)
+    write("one", "a", "new", 0, 0.1, "X"), write("two", "a", "new", 0, 0.9), write("one", "b", "er", 0, 0.3, "X")
+    (tmp_path / "two" / "a" / "summary.json").write_text(json.dumps({"meta": {"machine": "Y, 2 cores, no GPU"}}))
+    text = machines.main(
+        [str(tmp_path / "one"), str(tmp_path / "two"), "--variants", "er", "--out", str(tmp_path / "o")]
+    )
+    result = json.loads((tmp_path / "o" / "machines.json").read_text())
+    final = result["final_average"]
+    assert final["pairs"] == 3 and final["mean"] == pytest.approx(0.08 / 3)
+    assert final["stdev"] == pytest.approx(statistics.stdev([0.1, -0.02, 0.0]))
+    assert (final["positive"], final["negative"], final["equal"]) == (1, 1, 1)
+    assert final["mean_abs"] == pytest.approx(0.04) and final["largest"]["seed"] == 0
+    assert result["machines"] == {"a": {"first": "X", "second": "Y, 2 cores, no GPU"}}
+    assert result["average_forgetting"]["mean"] == pytest.approx(-0.08 / 3)
+    assert "| a | X | Y, 2 cores, no GPU |" in text and "| final_average | 3 | +0.0267 ± " in text
