@@ -26,7 +26,7 @@ from .scheduler import RATIO_PROFILES, STRATEGY_NAMES, ReplayStrategy, build_str
 # Named settings of `replay_preset`: each sets the fields a user left at their defaults. "paper" is the paper's tables
 # (the defaults themselves). "recommended" is the memory-aware setting chosen on bench/retention.py's development
 # sequence; paired with experience replay's draws at the same budget it is level on the report sequences and a little
-# ahead on random ones (+0.008 final average), so it is not a default (BENCHMARKS.md).
+# ahead on random ones (+0.008 final average over 50 paired runs), so it is not a default (BENCHMARKS.md).
 REPLAY_PRESETS: dict[str, dict[str, object]] = {
     "paper": {},
     # Replay in every batch at `replay_lambda0` (experience replay's budget, 30%); each step's replay is shared between
