@@ -461,7 +461,7 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Command: `{meta['command']}`", "",
         f"Tasks (in training order): {', '.join(tasks)}. Model: {meta['model']}. {meta['steps']} steps per stage, "
         f"batch {meta['batch_size']}, lr {meta['learning_rate']}; seeds {meta['seeds']}; {meta['eval_size']} "
-        f"evaluation examples per task. Machine: {meta['machine']}.", "",
+        f"evaluation examples per task. Machine: {meta.get('machines', meta['machine'])}.", "",
         "Scores are exact match (0-1), mean ± std over the row's seeds. Forgetting: lower is better. Replay share: "
         "replayed samples / samples trained in the stages that can replay (all but the first). Train time: wall time "
         "of `trainer.train()` over all stages, which includes the probe forwards and evaluations of `loss` and "
@@ -652,7 +652,9 @@ def render(
     meta = {
         "name": name, "tasks": [t.name for t in tasks], "model": tier["model"], "steps": tier["steps"],
         "batch_size": tier["batch_size"], "learning_rate": tier["learning_rate"], "eval_size": tier["eval_size"],
-        "seeds": sorted({r["seed"] for r in records}), "machine": machine, "command": command,
+        "seeds": sorted({r["seed"] for r in records}), "command": command,
+        # machine: where the runs that do not record their own were made; machines: every run's, counted
+        "machine": machine, "machines": machines_line(records, machine),
     }  # fmt: skip
     (out / "summary.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=1) + "\n")
     text = markdown(summary, meta)
@@ -695,17 +697,18 @@ def main(argv: list[str] | None = None) -> int:
     # The command that trains these runs: a re-render (--summary-only) names it, not itself.
     run_args = [arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--summary-only"]
     command = ".venv/bin/python bench/retention.py " + shlex.join(run_args)
-    # A re-render keeps the machine the runs were made on.
+    # Runs that do not record their machine were made where the summary before this one says (this machine for a
+    # new directory).
     machine = machine_line()
-    if a.summary_only and (out / "summary.json").is_file():
+    if (out / "summary.json").is_file():
         machine = json.loads((out / "summary.json").read_text())["meta"].get("machine", machine)
-    print(render(records, plan, tier, tasks, name, out, command, machines_line(records, machine)))
+    print(render(records, plan, tier, tasks, name, out, command, machine))
     return 0
 
 
 def machines_line(records: list[dict[str, Any]], unrecorded: str) -> str:
     """The machines of ``records`` for a summary: each recorded CPU model with its number of runs, and
-    ``unrecorded`` (the machine line the summary had) for runs from before runs recorded their machine."""
+    ``unrecorded`` (the machine line of the summary before) for runs from before runs recorded their machine."""
     counts = collections.Counter(r.get("machine") for r in records)
     if set(counts) == {None}:
         return unrecorded

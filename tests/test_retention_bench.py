@@ -131,6 +131,13 @@ def test_harness_runs_a_sequence_end_to_end(tmp_path):
     assert "same_run_as" not in again and again["draws"] == bench.DRAWS
     assert again["matrix"] == records["er-seed0"]["matrix"]  # training is deterministic
 
+    # The summary counts each machine's runs; re-rendered, it keeps the line of runs that record none (not nested).
+    meta = json.loads((out / "tiny" / "summary.json").read_text())["meta"]
+    assert meta["machine"] == bench.machine_line() and meta["machines"].startswith(f"{bench.cpu_model()} (")
+    assert bench.main([*argv[:2], "--strategies", "er", "--out", str(out), "--summary-only"]) == 0
+    again_meta = json.loads((out / "tiny" / "summary.json").read_text())["meta"]
+    assert (again_meta["machine"], again_meta["machines"]) == (meta["machine"], meta["machines"])
+
 
 @pytest.mark.slow
 def test_dynamics_scores_earlier_tasks_within_a_stage(tmp_path):
