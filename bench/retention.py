@@ -461,7 +461,7 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         f"Command: `{meta['command']}`", "",
         f"Tasks (in training order): {', '.join(tasks)}. Model: {meta['model']}. {meta['steps']} steps per stage, "
         f"batch {meta['batch_size']}, lr {meta['learning_rate']}; seeds {meta['seeds']}; {meta['eval_size']} "
-        f"evaluation examples per task. Machine: {meta.get('machines', meta['machine'])}.", "",
+        f"evaluation examples per task. Machine: {meta['machines']}.", "",
         "Scores are exact match (0-1), mean ± std over the row's seeds. Forgetting: lower is better. Replay share: "
         "replayed samples / samples trained in the stages that can replay (all but the first). Train time: wall time "
         "of `trainer.train()` over all stages, which includes the probe forwards and evaluations of `loss` and "
@@ -618,6 +618,7 @@ def resolve_tier(a: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir: Path) -> None:
     """Train every (variant, seed) of ``plan`` that has no ``out/runs/<variant>-seed<k>.json`` yet, and write it."""
+    here = cpu_model()
     for seed in tier["seeds"]:
         for variant, strategy, overrides in plan:
             path = out / "runs" / f"{variant}-seed{seed}.json"
@@ -628,7 +629,7 @@ def run_missing(plan, tier: dict[str, Any], tasks, name: str, out: Path, workdir
             resolved = resolved_replay_settings(tier, strategy, overrides, seed)
             same = [r for r in map(json.loads, map(Path.read_text, (out / "runs").glob(f"*-seed{seed}.json")))
                     if r.get("resolved") == resolved and r["seed"] == seed and r.get("draws", 1) == DRAWS
-                    and r.get("machine", cpu_model()) == cpu_model()]  # fmt: skip
+                    and r.get("machine", here) == here]  # fmt: skip
             if same:  # the same run under another name: training is deterministic, so it is not repeated
                 record = {**same[0], "variant": variant, "same_run_as": same[0]["variant"], "overrides": overrides}
                 path.write_text(json.dumps(record, indent=1) + "\n")
